@@ -1,0 +1,18 @@
+"""sparsegp: Gaussian processes with pseudo-point (inducing-point) approximations.
+
+DTC, FITC, VFE and Power EP as one family (Bui, Yan & Turner 2017), with the exact GP as
+reference and bounds that tell how good an approximation is.
+"""
+
+__version__ = "0.1.0"
+
+from . import datasets, kernels  # noqa: E402
+from .features import InducingPoints  # noqa: E402
+from .linalg import CholeskyError, JitterWarning  # noqa: E402
+from .models import GPR, SGPR, load  # noqa: E402
+from .training import FitResult  # noqa: E402
+
+__all__ = [
+    "GPR", "SGPR", "load", "kernels", "datasets", "InducingPoints", "FitResult",
+    "CholeskyError", "JitterWarning", "__version__",
+]

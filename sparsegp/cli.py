@@ -1,0 +1,125 @@
+"""The `sparsegp` command line (also `python -m sparsegp`): demo, fit, predict."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .kernels import Matern12, Matern32, Matern52, SquaredExponential
+from .objectives.collapsed import APPROXIMATIONS
+from .tabular import read_csv, select_columns, write_csv
+
+KERNELS = {"se": SquaredExponential, "matern12": Matern12, "matern32": Matern32,
+           "matern52": Matern52}
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .experiments.demo import format_table, run_demo
+
+    rows, path = run_demo(args.out, num_inducing=args.num_inducing, progress=args.progress)
+    print(format_table(rows))
+    print(f"\nfigure written to {path}")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from .models import GPR, SGPR
+
+    names, data = read_csv(args.data)
+    if args.target not in names:
+        raise ValueError(f"--target {args.target!r} is not a column of {args.data}; it has {names}")
+    features = args.features.split(",") if args.features else [n for n in names if n != args.target]
+    if not features:
+        raise ValueError(f"{args.data} has no input columns besides the target {args.target!r}")
+    X = select_columns(names, data, features, args.data)
+    y = select_columns(names, data, [args.target], args.data)[:, 0]
+    kernel = KERNELS[args.kernel](ard=True)
+    common = dict(kernel=kernel, standardize_X=args.standardize, standardize_y=args.standardize)
+    if args.approximation == "exact":
+        model = GPR(X, y, **common)
+    else:
+        M = min(args.num_inducing, X.shape[0])
+        model = SGPR(X, y, inducing_points=M, approximation=args.approximation,
+                     alpha=args.alpha, seed=args.seed, **common)
+    start = time.perf_counter()
+    result = model.fit(maxiter=args.maxiter, progress=args.progress)
+    print(f"{type(model).__name__} ({args.approximation}) on {X.shape[0]} points, "
+          f"{X.shape[1]} inputs: {result}")
+    print(f"objective {model.log_marginal_likelihood():.6g}", end="")
+    if args.approximation != "exact":
+        print(f", upper bound {model.upper_bound():.6g}", end="")
+    print(f", noise variance {model.noise_variance:.6g}, "
+          f"time {time.perf_counter() - start:.2f} s")
+    model.metadata.update(features=features, target=args.target)
+    model.save(args.out)
+    print(f"model written to {args.out}")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from .models import load
+
+    model = load(args.model)
+    features = model.metadata.get("features")
+    names, data = read_csv(args.data)
+    if features is None:
+        features = names[: model.input_dim]
+    X = select_columns(names, data, list(features), args.data)
+    mean, var = model.predict(X, include_noise=not args.latent)
+    text = write_csv(args.out, ["mean", "variance"], [mean, var])
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        print(f"{X.shape[0]} predictions written to {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sparsegp", description=__doc__)
+    p.add_argument("--version", action="version", version=f"sparsegp {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="exact GP, VFE, FITC and PEP(0.5) on the bundled Snelson data")
+    d.add_argument("--out", type=Path, default=Path("sparsegp-demo"),
+                   help="folder for the figure (default: ./sparsegp-demo)")
+    d.add_argument("-M", "--num-inducing", type=int, default=12)
+    d.add_argument("--progress", action="store_true", help="show progress bars")
+    d.set_defaults(run=_demo)
+
+    f = sub.add_parser("fit", help="fit a model to a CSV file and save it")
+    f.add_argument("data", type=Path, help="CSV file with a header row")
+    f.add_argument("--target", required=True, help="name of the target column")
+    f.add_argument("--features", help="comma-separated input columns (default: all others)")
+    f.add_argument("--approximation", default="vfe", choices=[*APPROXIMATIONS, "exact"])
+    f.add_argument("--alpha", type=float, help="Power-EP power in (0, 1] (with pep)")
+    f.add_argument("-M", "--num-inducing", type=int, default=100)
+    f.add_argument("--kernel", default="se", choices=sorted(KERNELS))
+    f.add_argument("--standardize", action="store_true", help="standardise X and y inside")
+    f.add_argument("--maxiter", type=int, default=1000)
+    f.add_argument("--seed", type=int, default=0, help="seed of the k-means++ initialisation")
+    f.add_argument("--progress", action="store_true", help="show a progress bar")
+    f.add_argument("--out", type=Path, default=Path("model.pt"))
+    f.set_defaults(run=_fit)
+
+    q = sub.add_parser("predict", help="predict with a saved model at the rows of a CSV file")
+    q.add_argument("model", type=Path)
+    q.add_argument("data", type=Path, help="CSV file with the model's input columns")
+    q.add_argument("--out", type=Path, help="output CSV (default: standard output)")
+    q.add_argument("--latent", action="store_true",
+                   help="variance of the latent f (default: of noisy y, noise included)")
+    q.set_defaults(run=_predict)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+        print(f"sparsegp {args.command}: error: {err}", file=sys.stderr)
+        return 2

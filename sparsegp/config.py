@@ -1,0 +1,36 @@
+"""Library-wide defaults (constants only: there are no global switches).
+
+Every default here can be overridden by an argument of the function or model that uses it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: dtype of every model unless the data are float32 tensors or `dtype=` says otherwise.
+DEFAULT_DTYPE = torch.float64
+
+#: Jitter added to Kuu, relative to the mean of its diagonal (MATH.md §7).
+DEFAULT_JITTER = 1e-6
+
+#: How many times the jitter is multiplied by 10 after a failed Cholesky before giving up.
+JITTER_ESCALATIONS = 4
+
+#: Smallest relative jitter tried when escalating from `jitter=0`.
+MIN_ESCALATION_JITTER = 1e-10
+
+#: Lower bound ("floor") on positive parameters: lengthscales, variances, periods.
+POSITIVE_FLOOR = 1e-6
+
+#: Lower bound on the Gaussian noise variance. FITC drives the noise towards 0 (Bauer et
+#: al. 2016); the floor keeps the objective finite so that the collapse can be diagnosed.
+NOISE_FLOOR = 1e-6
+
+#: Memory budget, in bytes, for one chunk of the N×M work (Kuf and its temporaries).
+CHUNK_MEMORY_BYTES = 64 * 2**20
+
+#: Temporaries of size B×M alive at once inside one chunk (Kuf, L⁻¹Kuf, scratch).
+CHUNK_TEMPORARIES = 4
+
+#: Format version written by `save()`; `load()` refuses other versions.
+FORMAT_VERSION = 1

@@ -1,0 +1,61 @@
+"""Kuu(feature, kernel) and Kuf(feature, kernel, X): one registry for (feature, kernel) pairs.
+
+One level of dispatch: the most specific registered pair along both classes' MROs wins;
+an unregistered pair is an error that lists what is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import Tensor
+
+from .features.inducing_points import InducingPoints
+from .kernels.base import Kernel
+
+_KUU: dict[tuple[type, type], Callable[..., Tensor]] = {}
+_KUF: dict[tuple[type, type], Callable[..., Tensor]] = {}
+
+
+def register(which: str, feature_type: type, kernel_type: type) -> Callable:
+    """Decorator registering the Kuu ('Kuu') or Kuf ('Kuf') function of a pair."""
+    table = {"Kuu": _KUU, "Kuf": _KUF}[which]
+
+    def deco(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        table[(feature_type, kernel_type)] = fn
+        return fn
+
+    return deco
+
+
+def _lookup(table: dict, which: str, feature: object, kernel: object) -> Callable[..., Tensor]:
+    for f in type(feature).__mro__:
+        for k in type(kernel).__mro__:
+            fn = table.get((f, k))
+            if fn is not None:
+                return fn
+    pairs = ", ".join(f"({f.__name__}, {k.__name__})" for f, k in table)
+    raise TypeError(
+        f"no {which} registered for ({type(feature).__name__}, {type(kernel).__name__}); "
+        f"registered pairs: {pairs}"
+    )
+
+
+def Kuu(feature: object, kernel: Kernel) -> Tensor:
+    """Covariance of the inducing variables, without jitter. Shape: [M, M]."""
+    return _lookup(_KUU, "Kuu", feature, kernel)(feature, kernel)
+
+
+def Kuf(feature: object, kernel: Kernel, X: Tensor) -> Tensor:
+    """Cross-covariance cov(u, f(X)). Shapes: X [N, D] -> [M, N]."""
+    return _lookup(_KUF, "Kuf", feature, kernel)(feature, kernel, X)
+
+
+@register("Kuu", InducingPoints, Kernel)
+def _kuu_points(feature: InducingPoints, kernel: Kernel) -> Tensor:
+    return kernel.K(feature.Z)
+
+
+@register("Kuf", InducingPoints, Kernel)
+def _kuf_points(feature: InducingPoints, kernel: Kernel, X: Tensor) -> Tensor:
+    return kernel.K(feature.Z, X)

@@ -1,0 +1,1 @@
+"""Reproducible experiments and the demo: user entry points, no maths."""

@@ -1,0 +1,13 @@
+"""Covariance functions: `K(X, X2)` [N, N2], `K_diag(X)` [N]; combine with `+` and `*`."""
+
+from .base import Kernel, Product, Sum, kernel_from_config
+from .linear import Constant, Linear
+from .periodic import Periodic
+from .stationary import Matern12, Matern32, Matern52, SquaredExponential, Stationary
+
+RBF = SquaredExponential
+
+__all__ = [
+    "Kernel", "Sum", "Product", "Stationary", "SquaredExponential", "RBF", "Matern12",
+    "Matern32", "Matern52", "Linear", "Constant", "Periodic", "kernel_from_config",
+]

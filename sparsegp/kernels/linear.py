@@ -1,0 +1,60 @@
+"""Dot-product and constant kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..config import POSITIVE_FLOOR
+from ..parameters import as_user_value
+from .base import Kernel, as_inputs
+
+
+class _VarianceOnly(Kernel):
+    def __init__(self, variance: Any = None) -> None:
+        super().__init__()
+        self._declare("variance", variance, 1.0, POSITIVE_FLOOR)
+
+    @property
+    def variance(self) -> float | Any:
+        return as_user_value(self.value("variance"))
+
+    @variance.setter
+    def variance(self, v: Any) -> None:
+        self._assign("variance", v)
+
+
+class Linear(_VarianceOnly):
+    """k(x, x') = Σ_d σ²_d x_d x'_d; ARD when the variance has shape (D,)."""
+
+    def _scaled(self, X: Tensor) -> Tensor:
+        v = self.value("variance")
+        if v.dim() == 1 and v.shape[0] != as_inputs(X).shape[1]:
+            raise ValueError(f"X has {X.shape[1]} columns but the variance has shape {tuple(v.shape)}")
+        return as_inputs(X) * torch.sqrt(v)
+
+    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+        Xs = self._scaled(X)
+        return Xs @ (Xs if X2 is None else self._scaled(X2)).mT
+
+    def K_diag(self, X: Tensor) -> Tensor:
+        Xs = self._scaled(X)
+        return (Xs * Xs).sum(-1)
+
+    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
+        if "variance" in self._unset:
+            mean_sq = float((X * X).sum(-1).mean())
+            self._assign("variance", signal_variance / mean_sq if mean_sq > 0 else signal_variance)
+
+
+class Constant(_VarianceOnly):
+    """k(x, x') = σ² (a constant offset of the latent function)."""
+
+    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+        n2 = as_inputs(X).shape[0] if X2 is None else as_inputs(X2, "X2").shape[0]
+        return self.value("variance").expand(X.shape[0], n2)
+
+    def K_diag(self, X: Tensor) -> Tensor:
+        return self.value("variance").expand(as_inputs(X).shape[0])

@@ -1,0 +1,59 @@
+"""The periodic kernel (MacKay 1998)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..config import POSITIVE_FLOOR
+from ..parameters import as_user_value
+from .base import Kernel
+from .stationary import Stationary
+
+
+class Periodic(Stationary):
+    """σ² exp(−2 Σ_d sin²(π (x_d − x'_d)/p_d) / ℓ_d²).
+
+    Lengthscale and period are scalars or shape (D,). Evaluated by one matrix product:
+    sin²(a − b) = (1 − cos 2a cos 2b − sin 2a sin 2b)/2.
+    """
+
+    def __init__(
+        self, lengthscale: Any = None, variance: Any = None, period: Any = None, *, ard: bool = False
+    ) -> None:
+        super().__init__(lengthscale, variance, ard=ard)
+        self._declare("period", period, 1.0, POSITIVE_FLOOR)
+
+    @property
+    def period(self) -> float | Any:
+        return as_user_value(self.value("period"))
+
+    @period.setter
+    def period(self, v: Any) -> None:
+        self._assign("period", v)
+
+    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
+        # Lengthscale and period are relative to the period, not the input spread: only
+        # the variance has a data-based start; unset ones stay at 1.
+        Kernel.initialise_from_data(self, X, signal_variance)
+
+    def _features(self, X: Tensor, ell: Tensor) -> Tensor:
+        angle = (2.0 * math.pi) * X / self.value("period")
+        return torch.cat([torch.cos(angle) / ell, torch.sin(angle) / ell], dim=-1)
+
+    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+        ell = self._checked_lengthscale(X, X2)
+        p = self.value("period")
+        if p.dim() == 1 and p.shape[0] != X.shape[1]:
+            raise ValueError(f"X has {X.shape[1]} columns but the period has shape {tuple(p.shape)}")
+        F = self._features(X, ell)
+        F2 = F if X2 is None else self._features(X2, ell)
+        inv_l2 = (1.0 / ell**2).expand(X.shape[1]).sum()
+        # 2 Σ_d sin²(θ_d)/ℓ_d² = Σ_d (1 − cos 2θ_d)/ℓ_d²
+        s = (inv_l2 - F @ F2.mT).clamp_min(0.0)
+        if X2 is None:
+            s.fill_diagonal_(0.0)
+        return self.value("variance") * torch.exp(-s)

@@ -1,0 +1,133 @@
+"""Stationary kernels of the scaled distance r = ‖(x − x')/ℓ‖: squared exponential, Matérn.
+
+All of them evaluate K(X, X2) through one matrix product plus elementwise passes:
+r² = ‖x̃‖² + ‖x̃'‖² − 2 x̃ᵀx̃' on inputs scaled by 1/ℓ and shifted by a common centre
+(distances are translation invariant; the shift limits cancellation).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..config import POSITIVE_FLOOR
+from ..parameters import as_user_value
+from .base import Kernel, as_inputs
+
+
+def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -> Tensor:
+    """‖(x − x')/ℓ‖² for every pair. Shapes: X [N, D], X2 [N2, D], ℓ [] or [D] -> [N, N2]."""
+    Xs = X / lengthscale
+    X2s = Xs if X2 is None else X2 / lengthscale
+    centre = X2s.detach().mean(0)
+    Xs = Xs - centre
+    X2s = Xs if X2 is None else X2s - centre
+    sq = (Xs * Xs).sum(-1)
+    sq2 = sq if X2 is None else (X2s * X2s).sum(-1)
+    r2 = torch.addmm(sq[:, None] + sq2[None, :], Xs, X2s.mT, alpha=-2.0).clamp_min(0.0)
+    if X2 is None:
+        r2.fill_diagonal_(0.0)
+    return r2
+
+
+class Stationary(Kernel):
+    """k(x, x') = σ² ρ(r²), r² = ‖(x − x')/ℓ‖²; ARD when the lengthscale has shape (D,)."""
+
+    def __init__(self, lengthscale: Any = None, variance: Any = None, *, ard: bool = False) -> None:
+        super().__init__()
+        self.ard = bool(ard) or (lengthscale is not None and torch.as_tensor(lengthscale).dim() == 1)
+        self._declare("lengthscale", lengthscale, 1.0, POSITIVE_FLOOR)
+        self._declare("variance", variance, 1.0, POSITIVE_FLOOR)
+        if self.value("variance").dim() != 0:
+            raise ValueError("variance must be a scalar")
+
+    @property
+    def lengthscale(self) -> float | Any:
+        return as_user_value(self.value("lengthscale"))
+
+    @lengthscale.setter
+    def lengthscale(self, v: Any) -> None:
+        self._assign("lengthscale", v)
+
+    @property
+    def variance(self) -> float:
+        return as_user_value(self.value("variance"))
+
+    @variance.setter
+    def variance(self, v: Any) -> None:
+        self._assign("variance", v)
+
+    def profile(self, r2: Tensor) -> Tensor:
+        """ρ(r²) with ρ(0) = 1."""
+        raise NotImplementedError
+
+    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+        ell = self._checked_lengthscale(X, X2)
+        return self.value("variance") * self.profile(scaled_squared_distance(X, X2, ell))
+
+    def K_diag(self, X: Tensor) -> Tensor:
+        self._checked_lengthscale(X, None)
+        return self.value("variance").expand(X.shape[0])
+
+    def _checked_lengthscale(self, X: Tensor, X2: Tensor | None) -> Tensor:
+        as_inputs(X)
+        ell = self.value("lengthscale")
+        if ell.dim() == 1 and ell.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"X has {X.shape[1]} columns but the lengthscale has shape {tuple(ell.shape)}"
+            )
+        if X2 is not None and as_inputs(X2, "X2").shape[1] != X.shape[1]:
+            raise ValueError(f"X has {X.shape[1]} columns but X2 has {X2.shape[1]}")
+        return ell
+
+    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
+        super().initialise_from_data(X, signal_variance)
+        if "lengthscale" in self._unset:
+            # The spread of each input dimension, scaled so that the typical distance
+            # between two points in D dimensions is a few lengthscales.
+            std = X.std(0) if X.shape[0] > 1 else torch.ones(X.shape[1], dtype=X.dtype)
+            std = torch.where(std > 0, std, torch.ones_like(std)) * math.sqrt(X.shape[1])
+            self._assign("lengthscale", std if self.ard else std.mean())
+
+    def config(self) -> dict[str, Any]:
+        cfg = super().config()
+        cfg["args"]["ard"] = self.ard
+        return cfg
+
+
+class SquaredExponential(Stationary):
+    """σ² exp(−r²/2) (RBF)."""
+
+    def profile(self, r2: Tensor) -> Tensor:
+        return torch.exp(-0.5 * r2)
+
+
+def _distance(r2: Tensor) -> Tensor:
+    # sqrt with a finite gradient at r = 0 (the clamp passes no gradient below the floor).
+    return torch.sqrt(r2.clamp_min(1e-36))
+
+
+class Matern12(Stationary):
+    """σ² exp(−r) (Ornstein–Uhlenbeck)."""
+
+    def profile(self, r2: Tensor) -> Tensor:
+        return torch.exp(-_distance(r2))
+
+
+class Matern32(Stationary):
+    """σ² (1 + √3 r) exp(−√3 r)."""
+
+    def profile(self, r2: Tensor) -> Tensor:
+        s = math.sqrt(3.0) * _distance(r2)
+        return (1.0 + s) * torch.exp(-s)
+
+
+class Matern52(Stationary):
+    """σ² (1 + √5 r + 5r²/3) exp(−√5 r)."""
+
+    def profile(self, r2: Tensor) -> Tensor:
+        s = math.sqrt(5.0) * _distance(r2)
+        return (1.0 + s + (5.0 / 3.0) * r2) * torch.exp(-s)

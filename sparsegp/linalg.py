@@ -1,0 +1,94 @@
+"""Dense linear algebra shared by every objective: a jittered Cholesky and triangular solves.
+
+No explicit inverses anywhere in the library: every A⁻¹b is a pair of triangular solves.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch import Tensor
+
+from .config import DEFAULT_JITTER, JITTER_ESCALATIONS, MIN_ESCALATION_JITTER
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+class CholeskyError(RuntimeError):
+    """A matrix could not be factorised even after jitter escalation."""
+
+
+class JitterWarning(UserWarning):
+    """A Cholesky succeeded only after adding more jitter than asked for."""
+
+
+def jittered_cholesky(
+    A: Tensor,
+    jitter: float = DEFAULT_JITTER,
+    *,
+    name: str = "Kuu",
+    escalations: int = JITTER_ESCALATIONS,
+) -> tuple[Tensor, float]:
+    """Lower Cholesky factor of A + j·mean(diag A)·I, escalating j ×10 on failure.
+
+    Shapes: A [M, M] -> L [M, M]. Returns (L, j): the relative jitter j actually used,
+    which starts at `jitter` and, if the factorisation fails, is raised by factors of 10 up
+    to `escalations` times (with a `JitterWarning` stating the amount added). The jitter is
+    relative to the mean diagonal (MATH.md §7), so it is invariant to the kernel's scale.
+    Raises `CholeskyError` naming likely causes when every attempt fails.
+    """
+    if not bool(torch.isfinite(A).all()):
+        raise CholeskyError(
+            f"{name} contains NaN or inf: the inputs or the hyperparameters are not finite "
+            "(a lengthscale or variance overflowed, or the data hold NaN/inf)"
+        )
+    scale = torch.diagonal(A).mean()
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
+    tries = [jitter] + [max(jitter, MIN_ESCALATION_JITTER) * 10.0**k for k in range(1, escalations + 1)]
+    for i, j in enumerate(tries):
+        Aj = A + (j * scale) * eye if j > 0 else A
+        L, info = torch.linalg.cholesky_ex(Aj)
+        if int(info) == 0:
+            if i > 0:
+                warnings.warn(
+                    f"Cholesky of {name} ({A.shape[-1]}×{A.shape[-1]}) needed jitter {j:.1e} × "
+                    f"mean diagonal = {j * float(scale):.3e} added to the diagonal "
+                    f"(asked for {jitter:.1e}); the matrix is close to singular",
+                    JitterWarning,
+                    stacklevel=2,
+                )
+            return L, j
+    raise CholeskyError(
+        f"Cholesky of {name} ({A.shape[-1]}×{A.shape[-1]}) failed even with jitter "
+        f"{tries[-1]:.1e} × mean diagonal: the matrix is not positive definite. Likely causes: "
+        "duplicate or nearly coincident inducing inputs, a lengthscale far longer than the "
+        "spread of the inputs, a kernel variance near zero, or float32 precision. Remedies: "
+        "re-initialise the inducing inputs, pass a larger `jitter=`, or use float64."
+    )
+
+
+def solve_lower(L: Tensor, B: Tensor) -> Tensor:
+    """L⁻¹B for lower-triangular L. Shapes: L [M, M], B [M, K] or [M]."""
+    if B.dim() == 1:
+        return torch.linalg.solve_triangular(L, B.unsqueeze(-1), upper=False).squeeze(-1)
+    return torch.linalg.solve_triangular(L, B, upper=False)
+
+
+def solve_lower_t(L: Tensor, B: Tensor) -> Tensor:
+    """L⁻ᵀB for lower-triangular L. Shapes: L [M, M], B [M, K] or [M]."""
+    if B.dim() == 1:
+        return torch.linalg.solve_triangular(L.mT, B.unsqueeze(-1), upper=True).squeeze(-1)
+    return torch.linalg.solve_triangular(L.mT, B, upper=True)
+
+
+def whiten_symmetric(L: Tensor, P: Tensor) -> Tensor:
+    """L⁻¹ P L⁻ᵀ for symmetric P, symmetrised. Shapes: [M, M] -> [M, M]."""
+    Q = solve_lower(L, solve_lower(L, P).mT)
+    return 0.5 * (Q + Q.mT)
+
+
+def log_det_from_cholesky(L: Tensor) -> Tensor:
+    """log|A| from its Cholesky factor L (A = L Lᵀ)."""
+    return 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)

@@ -1,0 +1,8 @@
+"""Models: thin nn.Modules that own parameters, call an objective and build a posterior."""
+
+from .base import GPModel
+from .gpr import GPR
+from .persistence import load
+from .sgpr import SGPR
+
+__all__ = ["GPModel", "GPR", "SGPR", "load"]

@@ -1,0 +1,95 @@
+"""Starting values from the data: inducing inputs (k-means++) and hyperparameters."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..objectives.streaming import auto_chunk_size, chunk_slices
+from ..validation import as_inputs
+
+INIT_METHODS = ("kmeans++", "random")
+
+
+def _nearest(X: Tensor, C: Tensor) -> Tensor:
+    """Index of the nearest centre for every row. Shapes: X [N, D], C [K, D] -> [N]."""
+    out = torch.empty(X.shape[0], dtype=torch.long)
+    cn = (C * C).sum(-1)
+    for s in chunk_slices(X.shape[0], auto_chunk_size(C.shape[0], X.element_size())):
+        # ‖x − c‖² up to the ‖x‖² term, which does not change the argmin.
+        out[s] = torch.addmm(cn[None, :], X[s], C.mT, alpha=-2.0).argmin(-1)
+    return out
+
+
+def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10) -> Tensor:
+    """M centres: k-means++ D² seeding (Arthur & Vassilvitskii 2007), then Lloyd iterations.
+
+    Shapes: X [N, D] -> [M, D]. Deterministic for a given seed.
+    """
+    g = torch.Generator().manual_seed(seed)
+    Xc = X.detach().cpu()
+    N = Xc.shape[0]
+    idx = [int(torch.randint(N, (1,), generator=g))]
+    d2 = ((Xc - Xc[idx[0]]) ** 2).sum(-1)
+    for k in range(1, M):
+        total = float(d2.sum())
+        if total <= 0.0:
+            raise ValueError(
+                f"X has only {k} distinct rows: cannot place {M} distinct inducing inputs "
+                f"(pass inducing_points ≤ {k})"
+            )
+        i = int(torch.multinomial(d2 / total, 1, generator=g))
+        idx.append(i)
+        d2 = torch.minimum(d2, ((Xc - Xc[i]) ** 2).sum(-1))
+    C = Xc[idx].clone()
+    for _ in range(iterations):
+        assign = _nearest(Xc, C)
+        counts = torch.bincount(assign, minlength=M).to(Xc.dtype)
+        sums = torch.zeros_like(C).index_add_(0, assign, Xc)
+        keep = counts > 0  # an empty cluster keeps its centre
+        new = torch.where(keep[:, None], sums / counts.clamp_min(1)[:, None], C)
+        if torch.equal(new, C):
+            break
+        C = new
+    return C.to(X.device)
+
+
+def random_subset(X: Tensor, M: int, seed: int = 0) -> Tensor:
+    """M rows of X drawn without replacement. Shapes: X [N, D] -> [M, D]."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(X.shape[0], generator=g)[:M]
+    return X[idx.to(X.device)].detach().clone()
+
+
+def initial_inducing_inputs(
+    X: Tensor, inducing_points: Any, method: str = "kmeans++", seed: int = 0
+) -> Tensor:
+    """Inducing inputs [M, D] from an int M (chosen from X by `method`) or an array."""
+    if isinstance(inducing_points, bool):
+        raise TypeError("inducing_points must be an int M or an array [M, D]; got a bool")
+    if isinstance(inducing_points, numbers.Integral):
+        M, N = int(inducing_points), X.shape[0]
+        if M < 1:
+            raise ValueError(f"inducing_points must be at least 1; got {M}")
+        if M > N:
+            raise ValueError(
+                f"inducing_points={M} exceeds the number of data points N={N}; "
+                "choose M ≤ N (or pass an array of inducing inputs)"
+            )
+        if method not in INIT_METHODS:
+            raise ValueError(f"inducing_init must be one of {INIT_METHODS}; got {method!r}")
+        if method == "random":
+            return random_subset(X, M, seed)
+        return kmeans_plus_plus(X, M, seed)
+    return as_inputs(
+        inducing_points, "inducing_points", num_features=X.shape[1], dtype=X.dtype, device=X.device
+    ).clone()
+
+
+def signal_variance(y: Tensor) -> float:
+    """var(y), or 1 for constant targets (a starting value for kernel and noise variances)."""
+    v = float(y.var()) if y.shape[0] > 1 else 0.0
+    return v if v > 0.0 else 1.0

@@ -1,0 +1,129 @@
+"""Sparse GP regression with the collapsed pseudo-point family: VFE, FITC, DTC, Power EP."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..config import DEFAULT_JITTER
+from ..features.inducing_points import InducingPoints
+from ..kernels.base import Kernel
+from ..objectives.collapsed import (
+    collapsed_objective,
+    family,
+    posterior_factors,
+    titsias_upper_bound,
+)
+from ..posteriors import SparsePosterior
+from ..validation import as_inputs
+from .base import GPModel
+from .initialisation import initial_inducing_inputs
+
+
+class SGPR(GPModel):
+    """Sparse GP regression with M inducing inputs, O(N M²) (Bui, Yan & Turner 2017).
+
+    approximation: "vfe" (Titsias 2009, a lower bound on log p(y)), "fitc" (Snelson &
+    Ghahramani 2006), "dtc" (Seeger et al. 2003) or "pep" (Power EP with `alpha` in (0, 1];
+    α = 1 is FITC, α → 0 is VFE). `inducing_points` is an int M (chosen from X by seeded
+    k-means++, or `inducing_init="random"`) or an array [M, D]; default min(N, 100).
+    Shapes: X [N, D], y [N]. `chunk_size` rows of data are processed at a time (memory
+    O(chunk·M + M²); default from a memory budget). `jitter` is relative to mean diag Kuu.
+    """
+
+    _aliases = {"inducing_points": "feature.Z"}
+
+    def __init__(
+        self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
+        approximation: str = "vfe", alpha: float | None = None, noise_variance: Any = None, *,
+        jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
+        inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
+        standardize_y: bool = False, dtype: torch.dtype | None = None,
+    ) -> None:
+        fam = family(approximation, alpha)
+        super().__init__(X, y, kernel, noise_variance, jitter=jitter,
+                         standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype)
+        if inducing_points is None:
+            inducing_points = min(self.num_data, 100)
+        elif not isinstance(inducing_points, numbers.Integral):
+            inducing_points = self._internal_inputs(inducing_points, "inducing_points")
+        Z = initial_inducing_inputs(self.X, inducing_points, inducing_init, seed)
+        self._configure(fam, chunk_size)
+        self.feature = InducingPoints(Z)
+
+    def _configure(self, fam: Any, chunk_size: int | None) -> None:
+        if chunk_size is not None and (
+            isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral)
+            or chunk_size < 1
+        ):
+            raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}")
+        self._family = fam
+        self.chunk_size = None if chunk_size is None else int(chunk_size)
+
+    # -- what users read ------------------------------------------------------------------
+    @property
+    def approximation(self) -> str:
+        return self._family.name
+
+    @property
+    def alpha(self) -> float | None:
+        return self._family.alpha
+
+    @property
+    def num_inducing(self) -> int:
+        return self.feature.num_inducing
+
+    @property
+    def inducing_points(self) -> np.ndarray:
+        """Inducing inputs Z [M, D], in the units of X."""
+        return (self.feature.Z.detach() * self.x_scale + self.x_shift).cpu().numpy()
+
+    @inducing_points.setter
+    def inducing_points(self, Z: Any) -> None:
+        Z = as_inputs(Z, "inducing_points", num_features=self.input_dim, dtype=self.dtype,
+                      device=self.device)
+        if Z.shape != self.feature.Z.shape:
+            raise ValueError(f"inducing_points must have shape {tuple(self.feature.Z.shape)}; "
+                             f"got {tuple(Z.shape)}")
+        self.set_value("inducing_points", (Z - self.x_shift) / self.x_scale)
+
+    # -- objectives -----------------------------------------------------------------------
+    def _objective(self) -> Tensor:
+        return collapsed_objective(self.kernel, self.feature, self.X, self.y,
+                                   self.value("noise_variance"), self._family, self.jitter,
+                                   self.chunk_size)
+
+    def upper_bound(self) -> float:
+        """Titsias (2014) upper bound on the exact log evidence at the current parameters."""
+        self._require_data()
+        with torch.no_grad():
+            U = titsias_upper_bound(self.kernel, self.feature, self.X, self.y,
+                                    self.value("noise_variance"), self.jitter, self.chunk_size)
+        return float(U) - self._log_jacobian()
+
+    def _build_posterior(self) -> SparsePosterior:
+        noise = self.value("noise_variance")
+        f = posterior_factors(self.kernel, self.feature, self.X, self.y, noise, self._family,
+                              self.jitter, self.chunk_size)
+        return SparsePosterior(self.kernel, self.feature, f.L, f.L_B, f.w, noise, f.jitter)
+
+    # -- persistence ----------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "approximation": self._family.name,
+                "alpha": self._family.alpha if self._family.name == "pep" else None,
+                "chunk_size": self.chunk_size, "num_inducing": self.num_inducing}
+
+    @classmethod
+    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> SGPR:
+        model = super()._restore(config, state)
+        model._configure(family(config["approximation"], config["alpha"]), config["chunk_size"])
+        model.feature = InducingPoints(state["feature.Z"])
+        return model
+
+    def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
+        return SparsePosterior(self.kernel, self.feature, saved["L"], saved["L_B"], saved["w"],
+                               saved["noise_variance"], saved["jitter"])

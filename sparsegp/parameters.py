@@ -1,0 +1,211 @@
+"""Parameters: positive values stored raw behind a softplus, freezing and priors.
+
+A positive parameter ``name`` is stored as the unconstrained ``nn.Parameter`` ``raw_<name>``
+with value ``floor + softplus(raw)``; an unconstrained one (inducing inputs) is stored as
+``name`` itself. Optimisers, `state_dict()` and `fit()` all see the raw tensors; users read
+and write plain values through properties. Every parameter can be frozen and can carry a
+prior log-density, which the models then add to their training objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .config import DEFAULT_DTYPE
+
+Prior = Callable[[Tensor], Tensor] | torch.distributions.Distribution
+
+
+def softplus_floor(raw: Tensor, floor: float) -> Tensor:
+    """floor + log(1 + exp(raw)), elementwise."""
+    return floor + nn.functional.softplus(raw)
+
+
+def inverse_softplus_floor(value: Tensor, floor: float) -> Tensor:
+    """Inverse of `softplus_floor`: raw such that floor + softplus(raw) = value (> floor)."""
+    x = value - floor
+    # log(exp(x) - 1) = x + log(1 - exp(-x)), stable for large x.
+    return x + torch.log(-torch.expm1(-x))
+
+
+def as_user_value(t: Tensor) -> float | np.ndarray:
+    """A detached copy for users: a float for scalars, a numpy array otherwise."""
+    t = t.detach().cpu()
+    return float(t) if t.dim() == 0 else t.numpy().copy()
+
+
+class Parameterised(nn.Module):
+    """Base of every kernel, feature, likelihood and model: named values, freezing, priors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._floors: dict[str, float] = {}
+        self._priors: dict[str, Prior] = {}
+
+    # -- declaring parameters -------------------------------------------------------------
+    def _add_positive(self, name: str, value: Any, floor: float) -> None:
+        t = self._checked_positive(name, value, floor)
+        self._floors[name] = floor
+        self.register_parameter("raw_" + name, nn.Parameter(inverse_softplus_floor(t, floor)))
+
+    def _add_free(self, name: str, value: Tensor) -> None:
+        self.register_parameter(name, nn.Parameter(value))
+
+    def _checked_positive(self, name: str, value: Any, floor: float) -> Tensor:
+        ref = next(iter(self.parameters()), None)
+        dtype = ref.dtype if ref is not None else DEFAULT_DTYPE
+        device = ref.device if ref is not None else None
+        t = torch.as_tensor(value, dtype=dtype, device=device).detach().clone()
+        if t.dim() > 1:
+            raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {tuple(t.shape)}")
+        if t.numel() == 0:
+            raise ValueError(f"{name} must not be empty")
+        if not bool(torch.isfinite(t).all()) or bool((t <= floor).any()):
+            raise ValueError(
+                f"{name} must be finite and greater than its floor {floor:g}; got {t.tolist()}"
+            )
+        return t
+
+    # -- reading and writing values -------------------------------------------------------
+    def value(self, name: str) -> Tensor:
+        """The constrained value of a parameter of this module, differentiable."""
+        if name in self._floors:
+            return softplus_floor(getattr(self, "raw_" + name), self._floors[name])
+        return getattr(self, name)
+
+    def set_value(self, name: str, value: Any) -> None:
+        """Assign a constrained value; a new shape (scalar <-> ARD) replaces the parameter."""
+        module, leaf = self._resolve(name)
+        if leaf not in module._floors:
+            raw = module._raw(leaf)
+            new = torch.as_tensor(value, dtype=raw.dtype, device=raw.device)
+            if new.shape != raw.shape:
+                raise ValueError(f"{name} must have shape {tuple(raw.shape)}; got {tuple(new.shape)}")
+            if not bool(torch.isfinite(new).all()):
+                raise ValueError(f"{name} must be finite")
+            with torch.no_grad():
+                raw.copy_(new)
+            return
+        floor = module._floors[leaf]
+        raw = module._raw(leaf)
+        t = module._checked_positive(name, value, floor).to(raw.dtype)
+        new_raw = inverse_softplus_floor(t, floor)
+        if new_raw.shape == raw.shape:
+            with torch.no_grad():
+                raw.copy_(new_raw)
+        else:
+            p = nn.Parameter(new_raw, requires_grad=raw.requires_grad)
+            module.register_parameter("raw_" + leaf, p)
+
+    def _raw(self, leaf: str) -> nn.Parameter:
+        key = "raw_" + leaf if leaf in self._floors else leaf
+        p = self._parameters.get(key)
+        if p is None:
+            raise KeyError(leaf)
+        return p
+
+    def _resolve(self, name: str) -> tuple[Parameterised, str]:
+        """Map a dotted user name ('kernel.lengthscale') to (owning module, leaf name)."""
+        name = getattr(self, "_aliases", {}).get(name, name)
+        *path, leaf = name.split(".")
+        module: nn.Module = self
+        try:
+            for part in path:
+                module = getattr(module, part)
+            if not isinstance(module, Parameterised):
+                raise KeyError(name)
+            module._raw(leaf)
+        except (AttributeError, KeyError):
+            raise KeyError(
+                f"no parameter named {name!r}; known: {', '.join(self.parameter_names())}"
+            ) from None
+        return module, leaf
+
+    def parameter_names(self) -> list[str]:
+        """User-level dotted names of every parameter (as `freeze`/`set_prior` take them)."""
+        names = []
+        for raw_name, _ in self.named_parameters():
+            *path, leaf = raw_name.split(".")
+            if leaf.startswith("raw_"):
+                leaf = leaf[4:]
+            names.append(".".join([*path, leaf]))
+        return names
+
+    # -- freezing and priors --------------------------------------------------------------
+    def freeze(self, *names: str) -> Parameterised:
+        """Hold the named parameters fixed during `fit()` (all parameters if none named)."""
+        return self._set_trainable(names, False)
+
+    def unfreeze(self, *names: str) -> Parameterised:
+        """Let the named parameters (all if none named) be trained again."""
+        return self._set_trainable(names, True)
+
+    def _set_trainable(self, names: tuple[str, ...], flag: bool) -> Parameterised:
+        if not names:
+            for p in self.parameters():
+                p.requires_grad_(flag)
+        for name in names:
+            module, leaf = self._resolve(name)
+            module._raw(leaf).requires_grad_(flag)
+        return self
+
+    def set_prior(self, name: str, prior: Prior | None) -> None:
+        """Attach a prior log-density (a callable or a torch Distribution) to a parameter.
+
+        The prior is evaluated on the constrained value and summed over its elements; the
+        models maximise objective + log prior (MAP in the constrained parameterisation).
+        `None` removes the prior.
+        """
+        module, leaf = self._resolve(name)
+        if prior is None:
+            module._priors.pop(leaf, None)
+            return
+        if not (callable(prior) or isinstance(prior, torch.distributions.Distribution)):
+            raise TypeError(f"prior for {name} must be callable or a torch Distribution")
+        module._priors[leaf] = prior
+
+    def log_prior(self) -> Tensor:
+        """Sum of the log prior densities of every parameter that has one (0 if none)."""
+        total = None
+        for module in self.modules():
+            if not isinstance(module, Parameterised):
+                continue
+            for leaf, prior in module._priors.items():
+                v = module.value(leaf)
+                lp = prior.log_prob(v) if isinstance(prior, torch.distributions.Distribution) else prior(v)
+                lp = torch.as_tensor(lp).sum()
+                total = lp if total is None else total + lp
+        if total is None:
+            ref = next(iter(self.parameters()), None)
+            return torch.zeros((), dtype=ref.dtype if ref is not None else DEFAULT_DTYPE)
+        return total
+
+    def named_values(self) -> Iterator[tuple[str, Tensor, bool, bool]]:
+        """(dotted name, constrained value, trainable, has prior) for every parameter."""
+        for name in self.parameter_names():
+            module, leaf = self._resolve(name)
+            yield name, module.value(leaf), module._raw(leaf).requires_grad, leaf in module._priors
+
+    def summary(self) -> str:
+        """A plain-text table of every parameter's value, trainability and prior."""
+        rows = [("parameter", "value", "trainable", "prior")]
+        for name, v, trainable, has_prior in self.named_values():
+            val = as_user_value(v)
+            text = _format_value(val)
+            rows.append((name, text, "yes" if trainable else "frozen", "yes" if has_prior else ""))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+
+def _format_value(val: float | np.ndarray) -> str:
+    if isinstance(val, float):
+        return f"{val:.6g}"
+    flat = ", ".join(f"{x:.4g}" for x in val.reshape(-1)[:4])
+    more = ", …" if val.size > 4 else ""
+    return f"[{flat}{more}]" if val.ndim == 1 else f"{val.shape} [{flat}{more}]"

@@ -1,0 +1,145 @@
+"""Frozen posterior values: the factorisations are computed once, prediction only reads them.
+
+A posterior holds detached copies of the kernel and inducing variables it was built with, so
+changing or training the model afterwards never alters it (and never leaves it stale: the
+model builds a new one). Prediction is O(M²) per test point for the sparse posterior, in
+chunks of test points; no N*×N* matrix exists unless `full_cov=True`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from . import covariances as cov
+from .kernels.base import Kernel
+from .linalg import solve_lower, solve_lower_t
+from .objectives.streaming import auto_chunk_size, chunk_slices
+
+
+def frozen_copy(module: nn.Module) -> nn.Module:
+    """A deep copy with every parameter detached from training."""
+    twin = copy.deepcopy(module)
+    twin.requires_grad_(False)
+    return twin
+
+
+class Posterior:
+    """q(f*) at new inputs. Subclasses give the mean and variance for one block of inputs."""
+
+    kernel: Kernel
+    noise_variance: Tensor
+
+    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def _rows_per_chunk(self) -> int:
+        raise NotImplementedError
+
+    def predict_f(
+        self, Xnew: Tensor, full_cov: bool = False, chunk_size: int | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Mean [N*] and variance [N*] (or covariance [N*, N*]) of the latent f*."""
+        if full_cov:
+            return self._block(Xnew, True)
+        size = chunk_size or self._rows_per_chunk()
+        parts = [self._block(Xnew[s], False) for s in chunk_slices(Xnew.shape[0], size)]
+        if not parts:
+            empty = Xnew.new_zeros(0)
+            return empty, empty
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+    def predict_y(
+        self, Xnew: Tensor, full_cov: bool = False, chunk_size: int | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Predictive mean and variance (or covariance) of noisy observations y*."""
+        mean, var = self.predict_f(Xnew, full_cov, chunk_size)
+        if full_cov:
+            eye = torch.eye(var.shape[0], dtype=var.dtype, device=var.device)
+            return mean, var + self.noise_variance * eye
+        return mean, var + self.noise_variance
+
+    def state(self) -> dict[str, Any]:
+        """The tensors that define this posterior (for saving)."""
+        raise NotImplementedError
+
+
+class SparsePosterior(Posterior):
+    """q(f*) = ∫ p(f* | u) q(u) du for the collapsed family (MATH.md §2):
+
+    mean = k*ᵀ w, var = k** − ‖L⁻¹k*‖² + ‖L_B⁻¹L⁻¹k*‖², w = L⁻ᵀL_B⁻ᵀe.
+    """
+
+    def __init__(
+        self, kernel: Kernel, feature: nn.Module, L: Tensor, L_B: Tensor, w: Tensor,
+        noise_variance: Tensor, jitter: float = 0.0,
+    ) -> None:
+        self.kernel = frozen_copy(kernel)
+        self.feature = frozen_copy(feature)
+        self.L, self.L_B, self.w = L.detach(), L_B.detach(), w.detach()
+        self.noise_variance = noise_variance.detach()
+        self.jitter = jitter
+
+    def _rows_per_chunk(self) -> int:
+        return auto_chunk_size(self.L.shape[0], self.L.element_size())
+
+    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+        Kus = cov.Kuf(self.feature, self.kernel, Xs)  # [M, B]
+        mean = Kus.mT @ self.w
+        A1 = solve_lower(self.L, Kus)  # L⁻¹ Kus
+        A2 = solve_lower(self.L_B, A1)  # L_B⁻¹ L⁻¹ Kus
+        if full_cov:
+            return mean, self.kernel.K(Xs) - A1.mT @ A1 + A2.mT @ A2
+        var = self.kernel.K_diag(Xs) - (A1 * A1).sum(0) + (A2 * A2).sum(0)
+        return mean, var.clamp_min(0.0)
+
+    def state(self) -> dict[str, Any]:
+        return {"L": self.L, "L_B": self.L_B, "w": self.w,
+                "noise_variance": self.noise_variance, "jitter": self.jitter}
+
+    @property
+    def q_mu(self) -> Tensor:
+        """Mean of q(u) = Kuu w. Shape [M]."""
+        return self.L @ (self.L.mT @ self.w)
+
+    @property
+    def q_cov(self) -> Tensor:
+        """cov q(u) = Kuu (Kuu + Kuf Λ⁻¹ Kfu)⁻¹ Kuu = L B⁻¹ Lᵀ. Shape [M, M]."""
+        T = solve_lower(self.L_B, self.L.mT)  # L_B⁻¹ Lᵀ
+        return T.mT @ T
+
+
+class ExactPosterior(Posterior):
+    """p(f* | y) of the exact GP (Rasmussen & Williams 2006, eqs. 2.25–2.26):
+
+    mean = K*f (K + σ²I)⁻¹ y, cov = K** − K*f (K + σ²I)⁻¹ Kf*.
+    """
+
+    def __init__(
+        self, kernel: Kernel, X: Tensor, L: Tensor, a: Tensor, noise_variance: Tensor,
+        jitter: float = 0.0,
+    ) -> None:
+        self.kernel = frozen_copy(kernel)
+        self.X, self.L = X.detach(), L.detach()
+        self.a = a.detach()  # L⁻¹y
+        self.weights = solve_lower_t(self.L, self.a)  # (K + σ²I)⁻¹ y
+        self.noise_variance = noise_variance.detach()
+        self.jitter = jitter
+
+    def _rows_per_chunk(self) -> int:
+        return auto_chunk_size(self.X.shape[0], self.L.element_size())
+
+    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+        Kfs = self.kernel.K(self.X, Xs)  # [N, B]
+        mean = Kfs.mT @ self.weights
+        V = solve_lower(self.L, Kfs)
+        if full_cov:
+            return mean, self.kernel.K(Xs) - V.mT @ V
+        return mean, (self.kernel.K_diag(Xs) - (V * V).sum(0)).clamp_min(0.0)
+
+    def state(self) -> dict[str, Any]:
+        return {"X": self.X, "L": self.L, "a": self.a,
+                "noise_variance": self.noise_variance, "jitter": self.jitter}

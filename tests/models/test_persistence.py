@@ -1,0 +1,93 @@
+"""Saving and loading: exact round trips, no data needed for SGPR, clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sparsegp as sg
+
+from ..conftest import make_problem
+
+
+@pytest.mark.parametrize("approx,alpha", [("vfe", None), ("fitc", None), ("dtc", None), ("pep", 0.3)])
+def test_sgpr_round_trip_predicts_identically_without_the_data(tmp_path, approx, alpha):
+    X, y = make_problem(0, N=60)
+    kernel = sg.kernels.Matern52(ard=True) * sg.kernels.Periodic(period=3.0) + sg.kernels.Linear()
+    m = sg.SGPR(X, y, kernel=kernel, inducing_points=8, approximation=approx, alpha=alpha,
+                standardize_y=True, standardize_X=True)
+    m.fit(maxiter=30)
+    m.metadata["note"] = "hello"
+    Xs = np.random.default_rng(1).normal(size=(20, 2))
+    m.save(tmp_path / "m.pt")
+    back = sg.load(tmp_path / "m.pt")
+    assert type(back) is sg.SGPR and back.approximation == approx and back.alpha == m.alpha
+    for full_cov in (False, True):
+        for noise in (False, True):
+            a, b = m.predict(Xs, full_cov, noise), back.predict(Xs, full_cov, noise)
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(back.inducing_points, m.inducing_points)
+    assert back.noise_variance == m.noise_variance and back.metadata == {"note": "hello"}
+    assert back.X is None
+    with pytest.raises(RuntimeError, match="loaded without its training data"):
+        back.fit()
+    back.kernel.kernels[0].kernels[1].period = 2.0  # a changed model cannot rebuild without data
+    with pytest.raises(RuntimeError, match="loaded without its training data"):
+        back.predict(Xs)
+
+
+def test_round_trip_with_data_can_continue_training(tmp_path):
+    X, y = make_problem(1, N=50)
+    m = sg.SGPR(X, y, inducing_points=6, approximation="fitc")
+    m.fit(maxiter=5)
+    m.save(tmp_path / "m.pt", include_data=True)
+    back = sg.load(tmp_path / "m.pt")
+    assert back.log_marginal_likelihood() == m.log_marginal_likelihood()
+    assert back.upper_bound() == m.upper_bound()
+    r1, r2 = m.fit(maxiter=20), back.fit(maxiter=20)
+    assert r1.objective == pytest.approx(r2.objective, rel=1e-10)
+
+
+def test_gpr_round_trip(tmp_path):
+    X, y = make_problem(2, N=30)
+    m = sg.GPR(X, y, kernel=sg.kernels.Matern12(ard=True))
+    m.fit(maxiter=20)
+    m.save(tmp_path / "g.pt")
+    back = sg.load(tmp_path / "g.pt")
+    Xs = X + 0.1
+    np.testing.assert_array_equal(m.predict(Xs)[0], back.predict(Xs)[0])
+    np.testing.assert_array_equal(m.predict(Xs)[1], back.predict(Xs)[1])
+    assert back.log_marginal_likelihood() == m.log_marginal_likelihood()
+
+
+def test_corrupt_foreign_and_future_files_are_clear_errors(tmp_path):
+    X, y = make_problem(3, N=20)
+    m = sg.SGPR(X, y, inducing_points=4)
+    good = tmp_path / "good.pt"
+    m.save(good)
+    raw = good.read_bytes()
+    (tmp_path / "trunc.pt").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "noise.pt").write_bytes(np.random.default_rng(0).bytes(1000))
+    (tmp_path / "text.pt").write_text("hello")
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "foreign.pt")
+    torch.save([1, 2, 3], tmp_path / "list.pt")
+    for name in ("trunc.pt", "noise.pt", "text.pt"):
+        with pytest.raises(ValueError, match="not a readable sparsegp model file"):
+            sg.load(tmp_path / name)
+    for name in ("foreign.pt", "list.pt"):
+        with pytest.raises(ValueError, match="not a sparsegp model file"):
+            sg.load(tmp_path / name)
+    payload = torch.load(good, weights_only=True)
+    payload["version"] = 999
+    torch.save(payload, tmp_path / "future.pt")
+    with pytest.raises(ValueError, match="format version 999"):
+        sg.load(tmp_path / "future.pt")
+    payload["version"] = 1
+    del payload["state_dict"]["feature.Z"]
+    torch.save(payload, tmp_path / "damaged.pt")
+    with pytest.raises(ValueError, match="damaged"):
+        sg.load(tmp_path / "damaged.pt")
+    with pytest.raises(FileNotFoundError):
+        sg.load(tmp_path / "missing.pt")

@@ -1,0 +1,76 @@
+"""The command line: demo, fit, predict, errors (run in-process and as `python -m`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sparsegp.cli import main
+
+from .conftest import make_problem
+
+
+def test_demo_writes_the_figure_and_prints_the_table(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for method in ("exact", "VFE", "FITC", "PEP α=0.5", "upper bound", "noise var"):
+        assert method in out
+    png = tmp_path / "sparsegp_demo.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:5]}
+    exact = float(rows["exact"][1])
+    assert exact == pytest.approx(-55.9, abs=0.1)
+    assert float(rows["VFE"][1]) <= exact <= float(rows["VFE"][2])  # VFE ≤ exact ≤ bound
+
+
+def write_csv(path, names, data):
+    np.savetxt(path, data, delimiter=",", header=",".join(names), comments="")
+
+
+def test_fit_then_predict_round_trip(tmp_path, capsys):
+    X, y = make_problem(0, N=80)
+    write_csv(tmp_path / "train.csv", ["u", "target", "v"], np.c_[X[:, 0], y, X[:, 1]])
+    write_csv(tmp_path / "new.csv", ["v", "u"], np.c_[X[:5, 1], X[:5, 0]])  # other order
+    model = tmp_path / "m.pt"
+    assert main(["fit", str(tmp_path / "train.csv"), "--target", "target", "-M", "10",
+                 "--approximation", "pep", "--alpha", "0.5", "--out", str(model)]) == 0
+    assert "upper bound" in capsys.readouterr().out
+    assert main(["predict", str(model), str(tmp_path / "new.csv"),
+                 "--out", str(tmp_path / "p.csv")]) == 0
+    pred = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
+    import sparsegp as sg
+
+    m = sg.load(model)
+    mean, var = m.predict(X[:5], include_noise=True)
+    np.testing.assert_allclose(pred[:, 0], mean, rtol=1e-14)
+    np.testing.assert_allclose(pred[:, 1], var, rtol=1e-14)
+    capsys.readouterr()
+    assert main(["predict", str(model), str(tmp_path / "new.csv"), "--latent"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "mean,variance" and len(lines) == 6
+    assert float(lines[1].split(",")[1]) < var[0]  # latent variance excludes the noise
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    write_csv(tmp_path / "d.csv", ["a", "b"], np.random.default_rng(0).normal(size=(10, 2)))
+    (tmp_path / "bad.csv").write_text("a,b\n1,x\n")
+    cases = [
+        (["fit", str(tmp_path / "d.csv"), "--target", "zz"], "--target 'zz' is not a column"),
+        (["fit", str(tmp_path / "bad.csv"), "--target", "b"], "line 2, column 'b': 'x' is not a number"),
+        (["fit", str(tmp_path / "nope.csv"), "--target", "b"], "no such data file"),
+        (["fit", str(tmp_path / "d.csv"), "--target", "b", "--approximation", "pep"], "alpha is required"),
+        (["predict", str(tmp_path / "d.csv"), str(tmp_path / "d.csv")], "not a readable sparsegp model"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+
+
+def test_python_dash_m_entry_point():
+    out = subprocess.run([sys.executable, "-m", "sparsegp", "--version"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.startswith("sparsegp ")
