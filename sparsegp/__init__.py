@@ -6,7 +6,8 @@ reference and bounds that tell how good an approximation is.
 
 __version__ = "0.1.0"
 
-from . import datasets, kernels  # noqa: E402
+from . import datasets, distributed, kernels  # noqa: E402
+from .distributed import DistributedError  # noqa: E402
 from .features import InducingPoints  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
 from .models import GPR, SGPR, load  # noqa: E402
@@ -14,5 +15,5 @@ from .training import FitResult  # noqa: E402
 
 __all__ = [
     "GPR", "SGPR", "load", "kernels", "datasets", "InducingPoints", "FitResult",
-    "CholeskyError", "JitterWarning", "__version__",
+    "CholeskyError", "JitterWarning", "DistributedError", "distributed", "__version__",
 ]

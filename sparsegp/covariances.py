@@ -15,11 +15,12 @@ from .kernels.base import Kernel
 
 _KUU: dict[tuple[type, type], Callable[..., Tensor]] = {}
 _KUF: dict[tuple[type, type], Callable[..., Tensor]] = {}
+_STREAMED: dict[tuple[type, type], type] = {}  # fast streamed Kuf (see cross_covariance.py)
 
 
 def register(which: str, feature_type: type, kernel_type: type) -> Callable:
-    """Decorator registering the Kuu ('Kuu') or Kuf ('Kuf') function of a pair."""
-    table = {"Kuu": _KUU, "Kuf": _KUF}[which]
+    """Decorator registering the 'Kuu' or 'Kuf' function, or the 'streamed' Kuf class, of a pair."""
+    table = {"Kuu": _KUU, "Kuf": _KUF, "streamed": _STREAMED}[which]
 
     def deco(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         table[(feature_type, kernel_type)] = fn
@@ -28,17 +29,29 @@ def register(which: str, feature_type: type, kernel_type: type) -> Callable:
     return deco
 
 
-def _lookup(table: dict, which: str, feature: object, kernel: object) -> Callable[..., Tensor]:
+def _find(table: dict, feature: object, kernel: object) -> Callable | None:
     for f in type(feature).__mro__:
         for k in type(kernel).__mro__:
             fn = table.get((f, k))
             if fn is not None:
                 return fn
+    return None
+
+
+def _lookup(table: dict, which: str, feature: object, kernel: object) -> Callable[..., Tensor]:
+    fn = _find(table, feature, kernel)
+    if fn is not None:
+        return fn
     pairs = ", ".join(f"({f.__name__}, {k.__name__})" for f, k in table)
     raise TypeError(
         f"no {which} registered for ({type(feature).__name__}, {type(kernel).__name__}); "
         f"registered pairs: {pairs}"
     )
+
+
+def lookup_streamed(feature: object, kernel: object) -> type | None:
+    """The registered fast streamed-Kuf class of the pair, or None (use the generic one)."""
+    return _find(_STREAMED, feature, kernel)
 
 
 def Kuu(feature: object, kernel: Kernel) -> Tensor:

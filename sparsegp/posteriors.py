@@ -70,16 +70,17 @@ class Posterior:
 class SparsePosterior(Posterior):
     """q(f*) = ∫ p(f* | u) q(u) du for the collapsed family (MATH.md §2):
 
-    mean = k*ᵀ w, var = k** − ‖L⁻¹k*‖² + ‖L_B⁻¹L⁻¹k*‖², w = L⁻ᵀL_B⁻ᵀe.
+    mean = k*ᵀ w, var = k** − ‖L⁻¹k*‖² + ‖L_B⁻¹L⁻¹k*‖² = k** − ‖C k*‖², w = L⁻ᵀL_B⁻ᵀe
+    (see `objectives.collapsed.PosteriorFactors`).
     """
 
     def __init__(
         self, kernel: Kernel, feature: nn.Module, L: Tensor, L_B: Tensor, w: Tensor,
-        noise_variance: Tensor, jitter: float = 0.0,
+        C: Tensor, noise_variance: Tensor, jitter: float = 0.0,
     ) -> None:
         self.kernel = frozen_copy(kernel)
         self.feature = frozen_copy(feature)
-        self.L, self.L_B, self.w = L.detach(), L_B.detach(), w.detach()
+        self.L, self.L_B, self.w, self.C = L.detach(), L_B.detach(), w.detach(), C.detach()
         self.noise_variance = noise_variance.detach()
         self.jitter = jitter
 
@@ -89,15 +90,13 @@ class SparsePosterior(Posterior):
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         Kus = cov.Kuf(self.feature, self.kernel, Xs)  # [M, B]
         mean = Kus.mT @ self.w
-        A1 = solve_lower(self.L, Kus)  # L⁻¹ Kus
-        A2 = solve_lower(self.L_B, A1)  # L_B⁻¹ L⁻¹ Kus
+        V = self.C @ Kus
         if full_cov:
-            return mean, self.kernel.K(Xs) - A1.mT @ A1 + A2.mT @ A2
-        var = self.kernel.K_diag(Xs) - (A1 * A1).sum(0) + (A2 * A2).sum(0)
-        return mean, var.clamp_min(0.0)
+            return mean, self.kernel.K(Xs) - V.mT @ V
+        return mean, (self.kernel.K_diag(Xs) - (V * V).sum(0)).clamp_min(0.0)
 
     def state(self) -> dict[str, Any]:
-        return {"L": self.L, "L_B": self.L_B, "w": self.w,
+        return {"L": self.L, "L_B": self.L_B, "w": self.w, "C": self.C,
                 "noise_variance": self.noise_variance, "jitter": self.jitter}
 
     @property

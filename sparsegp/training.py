@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 from tqdm.auto import tqdm
 
+from .distributed import broadcast_
 from .linalg import CholeskyError
 
 
@@ -75,11 +76,14 @@ def fit_lbfgsb(
     tol: float | None = None,
     progress: bool | None = None,
     callback: Callable[[int, float], None] | None = None,
+    lockstep: bool = False,
 ) -> FitResult:
     """Maximise the model's objective (minimise `training_loss()`) with L-BFGS-B.
 
     `tol` is passed to scipy (ftol and gtol); `progress=None` shows a bar on a terminal;
-    `callback(iteration, objective)` is called after every iteration.
+    `callback(iteration, objective)` is called after every iteration. With `lockstep`
+    (data sharded over torch.distributed ranks) every evaluation's value and gradient are
+    rank 0's, so that all ranks' optimisers take identical steps.
     """
     if isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 1:
         raise ValueError(f"maxiter must be a positive integer; got {maxiter!r}")
@@ -103,9 +107,13 @@ def fit_lbfgsb(
         except CholeskyError as err:
             raise _NonFinite(str(err)) from None
         f = float(loss.detach())
+        g = flat.grad(torch.autograd.grad(loss, params, allow_unused=True))
+        if lockstep:
+            fg = torch.from_numpy(np.concatenate([[f], g]))
+            broadcast_([fg], "the objective and gradient")
+            f, g = float(fg[0]), fg[1:].numpy()
         if not np.isfinite(f):
             raise _NonFinite(f"the objective became {f}")
-        g = flat.grad(torch.autograd.grad(loss, params, allow_unused=True))
         if not np.all(np.isfinite(g)):
             raise _NonFinite("the gradient became non-finite")
         return f, g
@@ -119,6 +127,7 @@ def fit_lbfgsb(
     history = [-f0]
     best = {"x": x0.copy(), "f": f0}
     show = sys.stderr.isatty() if progress is None else bool(progress)
+    show = show and not (lockstep and torch.distributed.get_rank() != 0)
     bar = tqdm(total=maxiter, disable=not show, desc=f"fit {type(model).__name__}", leave=False)
 
     def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ..config import NOISE_FLOOR
+from ..distributed import broadcast_, column_mean_std, global_sum, is_distributed
 from ..kernels.base import Kernel, kernel_from_config
 from ..kernels.stationary import SquaredExponential
 from ..parameters import Parameterised, as_user_value
@@ -41,6 +42,7 @@ class GPModel(Parameterised):
     """A GP regression model with Gaussian noise; see `GPR` and `SGPR`."""
 
     saves_data_by_default = False
+    shards_data = False  # True: X, y are this rank's shard when torch.distributed is running
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -60,10 +62,13 @@ class GPModel(Parameterised):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
         D = X.shape[1]
-        x_shift = X.mean(0) if standardize_X else X.new_zeros(D)
-        x_scale = _nonzero(X.std(0)) if standardize_X and X.shape[0] > 1 else X.new_ones(D)
-        y_shift = y.mean() if standardize_y else y.new_zeros(())
-        y_scale = _nonzero(y.std()) if standardize_y and y.shape[0] > 1 else y.new_ones(())
+        # With data sharded over processes, moments and counts are those of all shards.
+        x_mean, x_std = column_mean_std(X) if self.shards_data else _local_mean_std(X)
+        y_mean, y_std = column_mean_std(y) if self.shards_data else _local_mean_std(y)
+        x_shift = x_mean if standardize_X else X.new_zeros(D)
+        x_scale = _nonzero(x_std) if standardize_X else X.new_ones(D)
+        y_shift = y_mean if standardize_y else y.new_zeros(())
+        y_scale = _nonzero(y_std) if standardize_y else y.new_ones(())
         self._setup(kernel, _check_jitter(jitter), x_shift, x_scale, y_shift, y_scale)
         self._set_data(X, y)
         sv = signal_variance(self.y)
@@ -73,6 +78,10 @@ class GPModel(Parameterised):
         else:
             noise = self._noise_to_internal(noise_variance)
         self._add_positive("noise_variance", noise, NOISE_FLOOR)
+
+    def _synchronise(self) -> None:
+        """With sharded data, start every rank from rank 0's initial parameters."""
+        broadcast_([p.data for p in self.parameters()], "the initial parameters")
 
     def _setup(self, kernel: Kernel, jitter: float, x_shift: Tensor, x_scale: Tensor,
                y_shift: Tensor, y_scale: Tensor) -> None:
@@ -92,7 +101,7 @@ class GPModel(Parameterised):
         """Store training data in the model's internal (standardised) units."""
         self.X = (X - self.x_shift) / self.x_scale
         self.y = (y - self.y_shift) / self.y_scale
-        self._num_data = X.shape[0]
+        self._num_data = int(global_sum(X.shape[0], X)) if self.shards_data else X.shape[0]
 
     def _noise_to_internal(self, value: Any) -> Any:
         v = torch.as_tensor(value, dtype=self.y_scale.dtype)
@@ -116,6 +125,7 @@ class GPModel(Parameterised):
 
     @property
     def num_data(self) -> int:
+        """N: the number of training points (of all shards, when the data are sharded)."""
         return self._num_data
 
     @property
@@ -161,7 +171,8 @@ class GPModel(Parameterised):
             callback: Any = None) -> FitResult:
         """Maximise the objective (+ log priors) with scipy L-BFGS-B; see `training.fit_lbfgsb`."""
         self._require_data()
-        return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress, callback=callback)
+        return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress, callback=callback,
+                          lockstep=self.shards_data and is_distributed())
 
     # -- posterior and prediction ---------------------------------------------------------
     def _build_posterior(self) -> Posterior:
@@ -237,6 +248,11 @@ class GPModel(Parameterised):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(N={self._num_data}, D={self.input_dim})\n{self.summary()}"
+
+
+def _local_mean_std(T: Tensor) -> tuple[Tensor, Tensor]:
+    std = T.std(0) if T.shape[0] > 1 else torch.zeros_like(T[0])
+    return T.mean(0), std
 
 
 def _nonzero(s: Tensor) -> Tensor:

@@ -7,7 +7,7 @@ One function evaluates every member (Bui, Yan & Turner 2017; MATH.md §2):
 with λ_n = α d_n + σ², d_n = [Kff − Qff]_nn. α = 1 is FITC (Snelson & Ghahramani 2006),
 α → 0 is VFE (Titsias 2009; its own closed form with the trace term −Σ d_n/(2σ²)), and DTC
 (Seeger et al. 2003) has Λ = σ²I and no trace term. Everything is assembled from sums of
-per-point statistics gathered chunk by chunk (`streaming.reduce_chunks`).
+per-point statistics streamed over chunks of the data (`statistics.py`, `streaming.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import torch
 from torch import Tensor
 
 from .. import covariances as cov
+from ..cross_covariance import cross_covariance
+from ..distributed import global_sum
 from ..kernels.base import Kernel
 from ..linalg import (
     LOG_2PI,
@@ -29,7 +31,8 @@ from ..linalg import (
     solve_lower_t,
     whiten_symmetric,
 )
-from .streaming import auto_chunk_size, reduce_chunks
+from .statistics import PowerEPStream, ProjectionStream
+from .streaming import auto_chunk_size, streamed_sum
 
 APPROXIMATIONS = ("vfe", "fitc", "dtc", "pep")
 
@@ -86,56 +89,32 @@ class Solved(NamedTuple):
     quad: Tensor  # yᵀ(Qff + Λ)⁻¹y
 
 
-def _chunk_size(chunk_size: int | None, L: Tensor) -> int:
-    return chunk_size if chunk_size is not None else auto_chunk_size(L.shape[0], L.element_size())
-
-
-def projected_sums(
-    kernel: Kernel, feature: object, X: Tensor, y: Tensor, chunk_size: int
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """P = Kuf Kfu [M, M], r = Kuf y [M], Σ y², Σ kdiag: all VFE, DTC and the bound need."""
-
-    def chunk(Xb: Tensor, yb: Tensor) -> tuple[Tensor, ...]:
-        Kuf = cov.Kuf(feature, kernel, Xb)
-        return Kuf @ Kuf.mT, Kuf @ yb, yb @ yb, kernel.K_diag(Xb).sum()
-
-    return reduce_chunks(chunk, X, y, chunk_size)  # type: ignore[return-value]
-
-
-def pep_sums(
-    kernel: Kernel, feature: object, X: Tensor, y: Tensor, L: Tensor, noise: Tensor,
-    alpha: float, chunk_size: int,
-) -> tuple[Tensor, ...]:
-    """(A, c, s_y, s_loglam, s_d, s_pen) with λ_n = α d_n + σ², by chunks of the data."""
-
-    def chunk(Xb: Tensor, yb: Tensor, L: Tensor, noise: Tensor) -> tuple[Tensor, ...]:
-        a = solve_lower(L, cov.Kuf(feature, kernel, Xb))  # [M, B]
-        d = (kernel.K_diag(Xb) - (a * a).sum(0)).clamp_min(0.0)
-        lam = alpha * d + noise
-        beta = 1.0 / lam
-        return (
-            (a * beta) @ a.mT,
-            a @ (beta * yb),
-            (beta * yb * yb).sum(),
-            torch.log(lam).sum(),
-            d.sum(),
-            torch.log1p(alpha * d / noise).sum(),
-        )
-
-    return reduce_chunks(chunk, X, y, chunk_size, L, noise)
+def _chunk_size(chunk_size: int | None, M: int, dtype: torch.dtype) -> int:
+    if chunk_size is not None:
+        return chunk_size
+    return auto_chunk_size(M, torch.finfo(dtype).bits // 8)
 
 
 def statistics(
     kernel: Kernel, feature: object, X: Tensor, y: Tensor, L: Tensor, noise: Tensor,
-    fam: Family, chunk_size: int | None = None,
+    fam: Family, chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
 ) -> Statistics:
-    """The sums of MATH.md §2 for family member `fam`; L = chol(Kuu)."""
-    size = _chunk_size(chunk_size, L)
-    n = X.shape[0]
-    if fam.mode == "pep":
-        return Statistics(*pep_sums(kernel, feature, X, y, L, noise, fam.alpha, size), n=n)
-    # VFE and DTC: all weights are 1/σ², so only Kuf Kfu and Kuf y are needed.
-    P, r, yy, kd = projected_sums(kernel, feature, X, y, size)
+    """The sums of MATH.md §2 for family member `fam` (L = chol(Kuu)), streamed over chunks
+    of the data and, when the data are sharded, over processes (see `streaming`)."""
+    kuf = cross_covariance(feature, kernel, compute_dtype)
+    size = _chunk_size(chunk_size, L.shape[0], kuf.dtype)
+    n = int(global_sum(X.shape[0], X))
+    if fam.mode == "pep" or kuf.dtype != L.dtype:
+        # Per-point route: a_n = L⁻¹k_n. VFE and DTC take it too when the N·M² work is in
+        # lower precision, where whitening Kuf Kfu afterwards (below) would lose every digit
+        # (relative error ~ ε·cond(Kuu)); with α = 0 its sums are exactly VFE's.
+        alpha = fam.alpha if fam.mode == "pep" else 0.0
+        stream = PowerEPStream(kuf, L, noise, alpha, L.dtype)
+        return Statistics(*streamed_sum(stream, X, y, size), n=n)
+    # VFE and DTC: all weights are 1/σ², so only Kuf Kfu and Kuf y are needed (one
+    # symmetric product per chunk). Whitening the M×M product afterwards costs accuracy
+    # when Kuu is ill-conditioned (relative error ~ ε·cond(Kuu)), the price of N·M² flops.
+    P, r, yy, kd = streamed_sum(ProjectionStream(kuf, L.dtype, L.device), X, y, size)
     Q = whiten_symmetric(L, P)  # L⁻¹ Kuf Kfu L⁻ᵀ
     zero = torch.zeros((), dtype=Q.dtype, device=Q.device)
     return Statistics(
@@ -168,47 +147,69 @@ def family_objective(stats: Statistics, solved: Solved, noise: Tensor, fam: Fami
     return F
 
 
+def _factor_and_statistics(
+    kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, fam: Family,
+    jitter: float, chunk_size: int | None, compute_dtype: torch.dtype | None,
+) -> tuple[Tensor, float, Statistics]:
+    L, used = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
+    return L, used, statistics(kernel, feature, X, y, L, noise, fam, chunk_size, compute_dtype)
+
+
 def collapsed_objective(
     kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, fam: Family,
-    jitter: float, chunk_size: int | None = None,
+    jitter: float, chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
 ) -> Tensor:
-    """F_α for data X [N, D], y [N] with inducing variables `feature`. Shape: []."""
-    L, _ = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
-    stats = statistics(kernel, feature, X, y, L, noise, fam, chunk_size)
+    """F_α for data X [N, D], y [N] with inducing variables `feature`. Shape: [].
+
+    `chunk_size` rows are processed at a time (default from a memory budget);
+    `compute_dtype` (e.g. float32 on a GPU) is the dtype of the N·M² work, the M×M
+    factorisations staying in the dtype of the parameters.
+    """
+    _, _, stats = _factor_and_statistics(kernel, feature, X, y, noise, fam, jitter, chunk_size,
+                                         compute_dtype)
     return family_objective(stats, solve(stats), noise, fam)
 
 
 class PosteriorFactors(NamedTuple):
-    """What a sparse posterior caches: L = chol(Kuu), L_B = chol(I + A), w = L⁻ᵀL_B⁻ᵀe."""
+    """What a sparse posterior caches (MATH.md §2, 'Posterior over u').
+
+    L = chol(Kuu), L_B = chol(B), B = I + A; w = L⁻ᵀL_B⁻ᵀe gives the mean k*ᵀw, and
+    C = diag(√(μ/(1+μ))) Uᵀ L⁻¹ with A = U diag(μ) Uᵀ gives the variance
+    k** − ‖L⁻¹k*‖² + ‖L_B⁻¹L⁻¹k*‖² = k** − ‖C k*‖² with one matrix product per test point.
+    """
 
     L: Tensor
     L_B: Tensor
     w: Tensor
+    C: Tensor
     jitter: float
 
 
 def posterior_factors(
     kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, fam: Family,
-    jitter: float, chunk_size: int | None = None,
+    jitter: float, chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
 ) -> PosteriorFactors:
-    """Factors of the optimal q(u) for every member (MATH.md §2, 'Posterior over u')."""
-    L, used = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
-    stats = statistics(kernel, feature, X, y, L, noise, fam, chunk_size)
+    """Factors of the optimal q(u) of every member and of its predictive distribution."""
+    L, used, stats = _factor_and_statistics(kernel, feature, X, y, noise, fam, jitter,
+                                            chunk_size, compute_dtype)
     s = solve(stats)
     w = solve_lower_t(L, solve_lower_t(s.L_B, s.e))
-    return PosteriorFactors(L, s.L_B, w, used)
+    mu, U = torch.linalg.eigh(stats.A)
+    shrink = torch.sqrt((mu / (1.0 + mu)).clamp_min(0.0))  # I − B⁻¹ = U diag(μ/(1+μ)) Uᵀ
+    C = solve_lower_t(L, U * shrink).mT
+    return PosteriorFactors(L, s.L_B, w, C, used)
 
 
 def titsias_upper_bound(
     kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, jitter: float,
-    chunk_size: int | None = None,
+    chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
 ) -> Tensor:
     """Upper bound on log p(y) (Titsias 2014; MATH.md §3), t = Σ_n d_n ≥ λ_max(Kff − Qff):
 
     U = −(N/2) log 2π − ½ log|Qff + σ²I| − ½ yᵀ(Qff + (t + σ²)I)⁻¹y.
     """
-    L, _ = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
-    vfe = statistics(kernel, feature, X, y, L, noise, Family("vfe", "vfe", None), chunk_size)
+    _, _, vfe = _factor_and_statistics(kernel, feature, X, y, noise, Family("vfe", "vfe", None),
+                                       jitter, chunk_size, compute_dtype)
     t = vfe.s_d.clamp_min(0.0)
     # Same projections, weights 1/(t + σ²) for the quadratic term.
     shrink = noise / (t + noise)

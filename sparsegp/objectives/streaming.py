@@ -1,18 +1,26 @@
-"""Sums of per-point statistics over chunks of the data (memory O(B·M + M²)).
+"""Sums over chunks of the data with O(B·M + M²) memory, in the backward pass too.
 
-Every collapsed objective is a function of sums over data points (MATH.md §2). `reduce_chunks`
-evaluates `fn` on one chunk of rows at a time and adds the results, so no N×M matrix exists.
+Every collapsed objective is a function of sums of per-point statistics (MATH.md §2). A
+`Stream` says how one chunk of rows adds to those sums and, given the gradient of the sums,
+how that chunk contributes to the gradients of the stream's inputs (the kernel's values, the
+inducing inputs, chol(Kuu), the noise). `streamed_sum` runs the forward loop without
+autograd and, in the backward pass, loops over the chunks again, recomputing what it needs:
+no N×M tensor is ever alive, neither for the value nor for the gradient.
+
+When a `torch.distributed` process group is initialised and every rank holds a shard of the
+data, the sums are all-reduced in the forward pass and the input gradients in the backward
+pass, so each rank sees exactly the objective and gradient of all the data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
+import torch
 from torch import Tensor
 
+from .. import distributed
 from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
-
-ChunkFn = Callable[..., Sequence[Tensor]]
 
 
 def auto_chunk_size(num_inducing: int, itemsize: int, budget: int = CHUNK_MEMORY_BYTES) -> int:
@@ -29,18 +37,76 @@ def chunk_slices(n: int, size: int) -> Iterator[slice]:
         yield slice(start, min(n, start + size))
 
 
-def reduce_chunks(
-    fn: ChunkFn, X: Tensor, y: Tensor, chunk_size: int, *tensors: Tensor
-) -> tuple[Tensor, ...]:
-    """Σ_b fn(X_b, y_b, *tensors) over chunks of at most `chunk_size` rows.
+class Stream:
+    """How chunks of (X, y) add to a tuple of sums, and the vector-Jacobian product of that.
 
-    Shapes: X [N, D], y [N]; fn returns a tuple of tensors whose shapes do not depend on
-    the chunk. Differentiable by ordinary autograd.
+    `inputs` are the differentiable tensors the sums depend on. `zeros()` gives the
+    accumulators, `add(acc, Xb, yb)` adds one chunk in place (under no_grad), `finish(acc)`
+    turns accumulators into outputs; `grad_chunk(gacc, Xb, yb, grads)` adds the chunk's
+    contribution to the input gradients in place, and `grad_finish(gacc)` returns them.
     """
-    total: list[Tensor] | None = None
-    for s in chunk_slices(X.shape[0], chunk_size):
-        part = fn(X[s], y[s], *tensors)
-        total = list(part) if total is None else [t + p for t, p in zip(total, part)]
-    if total is None:
-        raise ValueError("no data: X has 0 rows")
-    return tuple(total)
+
+    inputs: tuple[Tensor, ...] = ()
+
+    def zeros(self) -> list[Tensor]:
+        raise NotImplementedError
+
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
+        raise NotImplementedError
+
+    def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
+        return tuple(acc)
+
+    def grad_zeros(self, grads: Sequence[Tensor]) -> list[Tensor | None]:
+        return [torch.zeros_like(t) if t.requires_grad else None for t in self.inputs]
+
+    def grad_chunk(self, gacc: list[Tensor | None], Xb: Tensor, yb: Tensor,
+                   grads: Sequence[Tensor]) -> None:
+        raise NotImplementedError
+
+    def grad_finish(self, gacc: list[Tensor | None], grads: Sequence[Tensor]
+                    ) -> list[Tensor | None]:
+        return gacc
+
+
+class _StreamedSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, stream: Stream, X: Tensor, y: Tensor, size: int,  # type: ignore[override]
+                *inputs: Tensor) -> tuple[Tensor, ...]:
+        acc = stream.zeros()
+        for s in chunk_slices(X.shape[0], size):
+            stream.add(acc, X[s], y[s])
+        out = stream.finish(acc)
+        distributed.all_reduce_(out, "the statistics of the objective")
+        ctx.stream, ctx.X, ctx.y, ctx.size = stream, X, y, size
+        ctx.mark_non_differentiable(*[o for o in out if not o.is_floating_point()])
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:
+        stream = ctx.stream
+        grads = tuple(torch.zeros_like(g) if g is None else g for g in grads)
+        gacc = stream.grad_zeros(grads)
+        for s in chunk_slices(ctx.X.shape[0], ctx.size):
+            stream.grad_chunk(gacc, ctx.X[s], ctx.y[s], grads)
+        result = stream.grad_finish(gacc, grads)
+        distributed.all_reduce_([g for g in result if g is not None], "the gradient")
+        return (None, None, None, None, *result)
+
+
+def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunk_size: int) -> tuple[Tensor, ...]:
+    """The stream's sums over all rows of X [N, D], y [N] (all ranks when distributed)."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in stream.inputs):
+        return _StreamedSum.apply(stream, X, y, chunk_size, *stream.inputs)
+    with torch.no_grad():
+        return _StreamedSum.forward(_NoContext(), stream, X, y, chunk_size)
+
+
+class _NoContext:
+    """Stands in for autograd's ctx when no gradient is wanted."""
+
+    def mark_non_differentiable(self, *args: Tensor) -> None:
+        pass

@@ -1,0 +1,1 @@
+"""Benchmarks and the naive baseline they are measured against (`sparsegp bench`)."""

@@ -1,0 +1,233 @@
+"""`sparsegp bench speed`: seconds, GFLOP/s and peak memory of objective + gradient.
+
+For each (N, M) with D = 8 and a squared-exponential ARD kernel, and each of VFE, FITC and
+PEP(0.5) (and the naive baseline of `naive.py` where it fits in memory), a fresh process
+times `training_loss()` plus its gradient (median of ≥ 5 after a warm-up) and, right before
+every repetition, a float64 matrix product of the chunk's shapes (M×B by B×M): the ratio of
+the two rates is taken repetition by repetition, so that drift of the machine's speed
+affects both. Flops are counted as the issue defines them: 3·N·M² for VFE (one symmetric
+N·M² product forward, its transpose products backward), 6·N·M² for FITC and PEP. Peak
+resident memory is the worker process's own (`ru_maxrss`), reported in total and above the
+worker's baseline (interpreter, torch and the data). A prediction case times mean and
+variance at many test points against the bound the GEMM rate sets (2M² flops per point).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+FULL_CASES = [(10_000, 100), (10_000, 500), (100_000, 500), (100_000, 1000), (1_000_000, 500)]
+QUICK_CASES = [(2_000, 50), (5_000, 100)]
+METHODS = {"vfe": ("vfe", None, 3), "fitc": ("fitc", None, 6), "pep": ("pep", 0.5, 6)}
+D = 8
+NAIVE_MEMORY_LIMIT = 6 * 2**30  # bytes; the naive baseline is skipped above this estimate
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def _problem(N: int, M: int, seed: int = 0):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(N, D, dtype=torch.float64, generator=g)
+    y = torch.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * torch.randn(N, dtype=torch.float64, generator=g)
+    Z = X[torch.randperm(N, generator=g)[:M]].clone()
+    return X, y, Z
+
+
+def _gemm_seconds(M: int, B: int) -> float:
+    """One float64 product of the chunk's shapes, [M, B] @ [B, M] (best of three)."""
+    import torch
+
+    K = torch.randn(M, B, dtype=torch.float64)
+    K2 = torch.randn(M, B, dtype=torch.float64)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        K @ K2.mT
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def worker(spec: dict) -> dict:
+    """Run one case in this process and return its measurements."""
+    import torch
+
+    import sparsegp as sg
+    from sparsegp.benchmarking.naive import naive_collapsed
+    from sparsegp.objectives.streaming import auto_chunk_size
+
+    N, M, method, repeats = spec["N"], spec["M"], spec["method"], spec["repeats"]
+    X, y, Z = _problem(N, M)
+    baseline = _peak_rss()
+    B = min(N, spec.get("chunk_size") or auto_chunk_size(M, 8))
+    kernel = sg.kernels.SquaredExponential(lengthscale=[2.0] * D, variance=1.0)
+    if method == "predict":
+        return _predict_worker(spec, X, y, Z, kernel, baseline)
+    approx, alpha, _ = METHODS[method.removeprefix("naive-")]
+    model = sg.SGPR(X, y, kernel=kernel, inducing_points=Z, approximation=approx, alpha=alpha,
+                    noise_variance=0.1, chunk_size=B)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if method.startswith("naive-"):
+        def step() -> None:
+            F = naive_collapsed(model.feature.Z, model.kernel.value("lengthscale"),
+                                model.kernel.value("variance"), model.value("noise_variance"),
+                                model.X, model.y, approx, alpha)
+            torch.autograd.grad(-F, params)
+    else:
+        def step() -> None:
+            torch.autograd.grad(model.training_loss(), params)
+    step()  # warm-up
+    seconds, ratios = [], []
+    flops = METHODS[method.removeprefix("naive-")][2] * N * M * M
+    for _ in range(repeats):
+        g = _gemm_seconds(M, B)
+        t = time.perf_counter()
+        step()
+        t = time.perf_counter() - t
+        seconds.append(t)
+        ratios.append((flops / t) / (2 * M * M * B / g))
+    gemm = 2 * M * M * B / _gemm_seconds(M, B) / 1e9
+    return {**spec, "chunk_size": B, "seconds": statistics.median(seconds),
+            "gflops": flops / statistics.median(seconds) / 1e9,
+            "fraction": statistics.median(ratios), "gemm_gflops": gemm,
+            "peak_bytes": _peak_rss(), "above_baseline_bytes": _peak_rss() - baseline}
+
+
+def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
+    import torch
+
+    import sparsegp as sg
+
+    M, n_test = spec["M"], spec["n_test"]
+    model = sg.SGPR(X, y, kernel=kernel, inducing_points=Z, noise_variance=0.1)
+    post = model.posterior()
+    Xs = torch.randn(n_test, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    B = post._rows_per_chunk()
+    post.predict_f(Xs[:B])  # warm-up
+    seconds, ratios = [], []
+    for _ in range(spec["repeats"]):
+        g = _gemm_seconds(M, B)
+        t = time.perf_counter()
+        with torch.no_grad():
+            post.predict_f(Xs)
+        t = time.perf_counter() - t
+        seconds.append(t)
+        bound = 2 * M * M * B / g / (2 * M * M)  # points/s if only the variance's product ran
+        ratios.append((n_test / t) / bound)
+    t = statistics.median(seconds)
+    return {**spec, "chunk_size": B, "seconds": t, "points_per_second": n_test / t,
+            "fraction": statistics.median(ratios),
+            "bound_points_per_second": 2 * M * M * B / _gemm_seconds(M, B) / (2 * M * M),
+            "peak_bytes": _peak_rss(), "above_baseline_bytes": _peak_rss() - baseline}
+
+
+def _run(spec: dict) -> dict:
+    cmd = [sys.executable, "-m", "sparsegp.benchmarking.speed", "--worker", json.dumps(spec)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return {**spec, "error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def machine() -> str:
+    import torch
+
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    blas = "MKL" if torch.backends.mkl.is_available() else "other BLAS"
+    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({blas}, "
+            f"{torch.get_num_threads()} threads), Python {platform.python_version()}, "
+            f"{platform.system()} {platform.machine()}")
+
+
+def _gb(b: float) -> str:
+    return f"{b / 2**30:.2f}"
+
+
+def format_results(rows: list[dict]) -> str:
+    lines = ["| N | M | method | chunk | s / (objective + gradient) | GFLOP/s | of GEMM rate "
+             "| GEMM GFLOP/s | peak RSS GB | above baseline GB |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r["method"] == "predict":
+            continue
+        if "error" in r or "skipped" in r:
+            lines.append(f"| {r['N']:,} | {r['M']} | {r['method']} | | "
+                         f"{r.get('skipped') or 'failed: ' + r['error']} | | | | | |")
+            continue
+        lines.append(
+            f"| {r['N']:,} | {r['M']} | {r['method']} | {r['chunk_size']} | {r['seconds']:.3f} | "
+            f"{r['gflops']:.1f} | {r['fraction']:.0%} | {r['gemm_gflops']:.1f} | "
+            f"{_gb(r['peak_bytes'])} | {_gb(r['above_baseline_bytes'])} |")
+    preds = [r for r in rows if r["method"] == "predict" and "error" not in r]
+    if preds:
+        lines += ["", "| test points | M | seconds | points / s | bound from GEMM rate | of bound "
+                  "| peak RSS GB |", "|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in preds:
+            lines.append(f"| {r['n_test']:,} | {r['M']} | {r['seconds']:.3f} | "
+                         f"{r['points_per_second']:,.0f} | {r['bound_points_per_second']:,.0f} | "
+                         f"{r['fraction']:.0%} | {_gb(r['peak_bytes'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="sparsegp bench speed", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, seconds)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--methods", default="vfe,fitc,pep")
+    p.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
+    p.add_argument("--chunk-size", type=int, help="rows per chunk (default: from the budget)")
+    p.add_argument("--out", type=Path, help="also write the markdown table to this file")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    cases = QUICK_CASES if args.quick else FULL_CASES
+    repeats = max(5, args.repeats) if not args.quick else 2
+    methods = [m for m in args.methods.split(",") if m]
+    rows = []
+    print(machine(), flush=True)
+    for N, M in cases:
+        for method in methods + ([] if args.no_naive else [f"naive-{m}" for m in methods]):
+            spec = {"N": N, "M": M, "method": method, "repeats": repeats,
+                    "chunk_size": args.chunk_size}
+            if method.startswith("naive-") and 7 * N * M * 8 > NAIVE_MEMORY_LIMIT:
+                row = {**spec, "skipped": f"skipped: needs ≈ {_gb(7 * N * M * 8)} GB"}
+            else:
+                row = _run(spec)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    n_test = 20_000 if args.quick else 1_000_000
+    M_pred = 50 if args.quick else 500
+    rows.append(_run({"N": 10_000 if not args.quick else 2_000, "M": M_pred, "method": "predict",
+                      "n_test": n_test, "repeats": repeats}))
+    text = format_results(rows)
+    print("\n" + text)
+    if args.out:
+        args.out.write_text(f"Machine: {machine()}\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

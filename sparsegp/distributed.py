@@ -1,0 +1,83 @@
+"""torch.distributed helpers: data sharded across processes, sums reduced across them.
+
+Nothing here does anything unless a process group is initialised with more than one rank.
+A failed collective (a peer process died, the group timed out) becomes a `DistributedError`
+that says which rank saw it and what was being reduced, instead of a hang or a bare trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+class DistributedError(RuntimeError):
+    """A collective operation failed: a peer process stopped, or the group timed out."""
+
+
+def is_distributed() -> bool:
+    """True when a process group with more than one rank is initialised."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _fail(what: str, err: Exception) -> DistributedError:
+    dist = torch.distributed
+    return DistributedError(
+        f"rank {dist.get_rank()} of {dist.get_world_size()}: collective operation on {what} "
+        f"failed — a peer process probably stopped or the process group timed out "
+        f"({type(err).__name__}: {err})"
+    )
+
+
+def all_reduce_(tensors: Sequence[Tensor], what: str) -> None:
+    """Sum the tensors over all ranks, in place, with one collective call."""
+    if not is_distributed() or not tensors:
+        return
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    try:
+        torch.distributed.all_reduce(flat)
+    except Exception as err:  # gloo/NCCL raise RuntimeError subclasses of several kinds
+        raise _fail(what, err) from err
+    offset = 0
+    for t in tensors:
+        n = t.numel()
+        t.copy_(flat[offset:offset + n].view_as(t))
+        offset += n
+
+
+def broadcast_(tensors: Sequence[Tensor], what: str, src: int = 0) -> None:
+    """Overwrite the tensors on every rank with rank `src`'s values, in place."""
+    if not is_distributed() or not tensors:
+        return
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    try:
+        torch.distributed.broadcast(flat, src)
+    except Exception as err:
+        raise _fail(what, err) from err
+    offset = 0
+    with torch.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[offset:offset + n].view_as(t))
+            offset += n
+
+
+def global_sum(value: float, like: Tensor) -> float:
+    """A Python number summed over all ranks."""
+    t = torch.tensor([float(value)], dtype=torch.float64, device=like.device)
+    all_reduce_([t], "a count")
+    return float(t)
+
+
+def column_mean_std(T: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and standard deviation (n − 1) of the rows of T [N, ...] over all ranks' rows."""
+    n = torch.tensor(float(T.shape[0]), dtype=T.dtype, device=T.device)
+    total = T.sum(0)
+    all_reduce_([n, total], "data moments")
+    mean = total / n
+    sq = ((T - mean) ** 2).sum(0)
+    all_reduce_([sq], "data moments")
+    return mean, torch.sqrt(sq / (n - 1).clamp_min(1.0))

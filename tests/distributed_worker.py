@@ -1,0 +1,69 @@
+"""One rank of the two-process tests in test_distributed.py (run as a script, not collected)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+import sparsegp as sg
+
+MEMBERS = [("vfe", None), ("fitc", None), ("dtc", None), ("pep", 0.4)]
+
+
+def problem(N=301, D=3, seed=5):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (N, D))
+    y = np.sin(X).sum(1) + 0.1 * rng.standard_normal(N) + 3.0
+    return X, y, X[rng.choice(N, 9, replace=False)] + 0.05, rng.uniform(-2, 2, (7, D))
+
+
+def build(X, y, Z, approx, alpha, **kw):
+    kernel = sg.kernels.SquaredExponential(lengthscale=[0.8, 1.1, 1.5], variance=1.3)
+    return sg.SGPR(X, y, kernel=kernel, inducing_points=Z, approximation=approx, alpha=alpha,
+                   noise_variance=0.2, chunk_size=16, standardize_y=True, **kw)
+
+
+def evaluate(model, Xtest):
+    loss = model.training_loss()
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    mean, var = model.predict(Xtest)
+    return {"loss": loss.item(), "grads": [g.reshape(-1).tolist() for g in grads],
+            "upper": model.upper_bound(), "mean": mean.tolist(), "var": var.tolist()}
+
+
+def main() -> int:
+    mode, out = sys.argv[1], sys.argv[2]
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world,
+                                         timeout=datetime.timedelta(seconds=20))
+    X, y, Z, Xtest = problem()
+    Xr, yr = X[rank::world], y[rank::world]
+    if mode == "die":
+        if rank == 1:
+            os._exit(1)  # a rank dies after joining the group
+        start = time.perf_counter()
+        try:
+            evaluate(build(Xr, yr, Z, "vfe", None), Xtest)
+        except sg.DistributedError as err:
+            print(f"DistributedError after {time.perf_counter() - start:.1f} s: {err}", flush=True)
+            return 3
+        return 0
+    results = {f"{a}-{al}": evaluate(build(Xr, yr, Z, a, al), Xtest) for a, al in MEMBERS}
+    model = sg.SGPR(Xr, yr, inducing_points=6, approximation="fitc", standardize_y=True)
+    fit = model.fit(maxiter=15)
+    results["fit"] = {"params": [p.detach().reshape(-1).tolist() for p in model.parameters()],
+                      "objective": fit.objective, "iterations": fit.iterations}
+    with open(f"{out}.{rank}.json", "w") as f:
+        json.dump(results, f)
+    torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

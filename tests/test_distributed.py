@@ -1,0 +1,81 @@
+"""Data sharded over two processes (gloo on localhost) give exactly one process's results."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import sparsegp as sg
+
+from .distributed_worker import MEMBERS, build, evaluate, problem
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
+                                reason="this torch build has no torch.distributed")
+
+
+def launch(mode: str, out: Path, timeout: float) -> list[subprocess.CompletedProcess]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "RANK": str(rank), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), mode, str(out)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"a rank hung for more than {timeout} s")
+        results.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    return results
+
+
+def test_two_ranks_see_the_objective_gradient_and_posterior_of_all_the_data(tmp_path):
+    runs = launch("equal", tmp_path / "out", timeout=240)
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
+    X, y, Z, Xtest = problem()
+    for approx, alpha in MEMBERS:
+        key = f"{approx}-{alpha}"
+        ref = evaluate(build(X, y, Z, approx, alpha), Xtest)
+        for res in ranks:
+            assert res[key]["loss"] == pytest.approx(ref["loss"], rel=1e-12)
+            assert res[key]["upper"] == pytest.approx(ref["upper"], rel=1e-12)
+            for g, g_ref in zip(res[key]["grads"], ref["grads"]):
+                np.testing.assert_allclose(g, g_ref, rtol=1e-9, atol=1e-11)
+            np.testing.assert_allclose(res[key]["mean"], ref["mean"], rtol=1e-10)
+            np.testing.assert_allclose(res[key]["var"], ref["var"], rtol=1e-9)
+    # Training in lock-step: both ranks hold identical parameters afterwards.
+    assert ranks[0]["fit"] == ranks[1]["fit"]
+    assert ranks[0]["fit"]["iterations"] > 0
+
+
+def test_a_dying_rank_makes_the_other_fail_clearly_instead_of_hanging(tmp_path):
+    start = time.perf_counter()
+    runs = launch("die", tmp_path / "out", timeout=120)
+    assert time.perf_counter() - start < 100
+    assert runs[1].returncode == 1
+    assert runs[0].returncode == 3, runs[0].stdout + runs[0].stderr
+    assert "DistributedError" in runs[0].stdout and "rank 0 of 2" in runs[0].stdout
+    assert "peer process probably stopped" in runs[0].stdout
+
+
+def test_without_a_process_group_nothing_is_reduced():
+    assert not sg.distributed.is_distributed()
