@@ -49,8 +49,8 @@ class SGPR(GPModel):
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
         approximation: str = "vfe", alpha: float | None = None, noise_variance: Any = None, *,
         jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
-        compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
-        standardize_y: bool = False, dtype: torch.dtype | None = None,
+        compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0,
+        standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
     ) -> None:
         fam = family(approximation, alpha)
         super().__init__(X, y, kernel, noise_variance, jitter=jitter,
