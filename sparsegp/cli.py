@@ -78,6 +78,12 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from .benchmarking import speed
+
+    return speed.main(args.args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sparsegp", description=__doc__)
     p.add_argument("--version", action="version", version=f"sparsegp {__version__}")
@@ -112,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--latent", action="store_true",
                    help="variance of the latent f (default: of noisy y, noise included)")
     q.set_defaults(run=_predict)
+
+    b = sub.add_parser("bench", help="benchmarks: `sparsegp bench speed --help`")
+    b.add_argument("which", choices=["speed"])
+    b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
+    b.set_defaults(run=_bench)
     return p
 
 

@@ -77,7 +77,8 @@ class SquaredExponentialCrossCovariance(CrossCovariance):
     [z̃, log σ² − ½‖z̃‖², 1] · [x̃, 1, −½‖x̃‖²]ᵀ: no B×M temporary besides the result.
     Gradient (H = gK ∘ K, summed over chunks): ∂z_m = (Σ_b H_mb x̃_b − r_m z̃_m)/ℓ,
     ∂ℓ_d = (Σ_m r_m z̃²_md − 2 Σ_m z̃_md (H x̃)_md + Σ_b s_b x̃²_bd)/ℓ_d,
-    ∂σ² = Σ H/σ² + Σ gkdiag, with r = rowsums and s = column sums of H.
+    ∂σ² = Σ H/σ² + Σ gkdiag, with r = rowsums and s = column sums of H; all from one thin
+    product H [x̃, 1, x̃²] per chunk (Σ_b s_b x̃²_bd = Σ_m (H x̃²)_md).
     """
 
     def __init__(self, feature: InducingPoints, kernel: SquaredExponential,
@@ -108,22 +109,21 @@ class SquaredExponentialCrossCovariance(CrossCovariance):
 
     def grad_zeros(self) -> list[Tensor]:
         M, D = self.Zs.shape
-        # [Σ H [x̃, 1]] (M, D+1), Σ_b s_b x̃_b² (D), Σ gkdiag (1)
-        return [self.Zs.new_zeros(M, D + 1), self.Zs.new_zeros(D), self.Zs.new_zeros(())]
+        # Σ H [x̃, 1, x̃²] (M, 2D+1) and Σ gkdiag
+        return [self.Zs.new_zeros(M, 2 * D + 1), self.Zs.new_zeros(())]
 
     def grad_chunk(self, state: list[Tensor], Xb: Tensor, K: Tensor, gK: Tensor,
                    gkdiag: Tensor | None) -> None:
         H = gK.mul_(K)  # gK is scratch: overwritten
         Xs = self._scaled(Xb)
-        state[0].addmm_(H, torch.cat([Xs, torch.ones_like(Xs[:, :1])], 1))
-        state[1].addmv_((Xs * Xs).mT, H.sum(0))
+        state[0].addmm_(H, torch.cat([Xs, torch.ones_like(Xs[:, :1]), Xs * Xs], 1))
         if gkdiag is not None:
-            state[2].add_(gkdiag.sum())
+            state[1].add_(gkdiag.sum())
 
     def grad_finish(self, state: list[Tensor]) -> list[Tensor]:
-        S, sx2, gkd = state
+        S, gkd = state
         D = self.Zs.shape[1]
-        Hx, r = S[:, :D], S[:, D:]
+        Hx, r, sx2 = S[:, :D], S[:, D:D + 1], S[:, D + 1:].sum(0)
         gz = Hx - r * self.Zs  # ∂/∂z̃
         gZ = gz / self.ell
         g_ell = ((r * self.Zs * self.Zs).sum(0) - 2.0 * (self.Zs * Hx).sum(0) + sx2) / self.ell

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from . import covariances as cov
+from .cross_covariance import cross_covariance
 from .kernels.base import Kernel
 from .linalg import solve_lower, solve_lower_t
 from .objectives.streaming import auto_chunk_size, chunk_slices
@@ -46,11 +47,20 @@ class Posterior:
         if full_cov:
             return self._block(Xnew, True)
         size = chunk_size or self._rows_per_chunk()
-        parts = [self._block(Xnew[s], False) for s in chunk_slices(Xnew.shape[0], size)]
-        if not parts:
+        mean = var = None
+        for s in chunk_slices(Xnew.shape[0], size):
+            m, v = self._block(Xnew[s], False)
+            if mean is None:
+                # Outputs allocated once, then filled: many small chunk results kept alive
+                # between the large temporaries fragment the heap (measured: RSS grew by one
+                # B×M block per chunk).
+                mean = m.new_empty((Xnew.shape[0], *m.shape[1:]))
+                var = v.new_empty((Xnew.shape[0], *v.shape[1:]))
+            mean[s], var[s] = m, v
+        if mean is None:
             empty = Xnew.new_zeros(0)
             return empty, empty
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        return mean, var
 
     def predict_y(
         self, Xnew: Tensor, full_cov: bool = False, chunk_size: int | None = None
@@ -81,6 +91,7 @@ class SparsePosterior(Posterior):
         self.kernel = frozen_copy(kernel)
         self.feature = frozen_copy(feature)
         self.L, self.L_B, self.w, self.C = L.detach(), L_B.detach(), w.detach(), C.detach()
+        self._kuf = cross_covariance(self.feature, self.kernel)  # fast chunk evaluation
         self.noise_variance = noise_variance.detach()
         self.jitter = jitter
 
@@ -88,7 +99,12 @@ class SparsePosterior(Posterior):
         return auto_chunk_size(self.L.shape[0], self.L.element_size())
 
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
-        Kus = cov.Kuf(self.feature, self.kernel, Xs)  # [M, B]
+        # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising
+        # an acquisition function through the posterior)
+        if Xs.requires_grad:
+            Kus = cov.Kuf(self.feature, self.kernel, Xs)  # [M, B]
+        else:
+            Kus = self._kuf.value(Xs)
         mean = Kus.mT @ self.w
         V = self.C @ Kus
         if full_cov:
@@ -109,6 +125,44 @@ class SparsePosterior(Posterior):
         """cov q(u) = Kuu (Kuu + Kuf Λ⁻¹ Kfu)⁻¹ Kuu = L B⁻¹ Lᵀ. Shape [M, M]."""
         T = solve_lower(self.L_B, self.L.mT)  # L_B⁻¹ Lᵀ
         return T.mT @ T
+
+
+class VariationalPosterior(Posterior):
+    """q(f*) for an explicit q(u) (SVGP; Hensman et al. 2013), C latent functions sharing Kuu:
+
+    whitened (u = Lv, q(v) = N(m, S)): mean = aᵀm, var = k** − ‖a‖² + ‖L_Sᵀa‖², a = L⁻¹k*;
+    not whitened (q(u) = N(m, S)): the same with m, L_S replaced by L⁻¹m, L⁻¹L_S.
+    Shapes: q_mu [M, C], q_sqrt [C, M, M] (lower triangular); outputs [N*, C].
+    """
+
+    def __init__(self, kernel: Kernel, feature: nn.Module, L: Tensor, q_mu: Tensor,
+                 q_sqrt: Tensor, whiten: bool, jitter: float = 0.0) -> None:
+        self.kernel = frozen_copy(kernel)
+        self.feature = frozen_copy(feature)
+        self.L = L.detach()
+        q_mu, q_sqrt = q_mu.detach(), q_sqrt.detach().tril()
+        if not whiten:  # express q(u) in whitened coordinates once
+            q_mu = solve_lower(self.L, q_mu)
+            q_sqrt = torch.linalg.solve_triangular(self.L, q_sqrt, upper=False)
+        self.q_mu, self.q_sqrt = q_mu, q_sqrt  # whitened
+        self.noise_variance = torch.zeros((), dtype=L.dtype, device=L.device)
+        self.jitter = jitter
+
+    def _rows_per_chunk(self) -> int:
+        return auto_chunk_size(self.L.shape[0] * (1 + self.q_mu.shape[1]), self.L.element_size())
+
+    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+        A = solve_lower(self.L, cov.Kuf(self.feature, self.kernel, Xs))  # [M, B]
+        mean = A.mT @ self.q_mu  # [B, C]
+        SA = self.q_sqrt.mT @ A  # [C, M, B]
+        if full_cov:
+            base = self.kernel.K(Xs) - A.mT @ A
+            return mean, base + SA.mT @ SA  # [C, B, B]
+        var = self.kernel.K_diag(Xs) - (A * A).sum(0)
+        return mean, (var[:, None] + (SA * SA).sum(1).mT).clamp_min(0.0)
+
+    def state(self) -> dict[str, Any]:
+        return {"L": self.L, "q_mu": self.q_mu, "q_sqrt": self.q_sqrt, "jitter": self.jitter}
 
 
 class ExactPosterior(Posterior):

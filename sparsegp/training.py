@@ -36,6 +36,7 @@ class FitResult:
     objective: float  # final training objective: log marginal likelihood (+ log prior)
     history: list[float] = field(default_factory=list)  # objective at start and per iteration
     seconds: float = 0.0
+    info: dict = field(default_factory=dict)  # model-specific counts (e.g. EP sweeps)
 
     def __str__(self) -> str:
         state = "converged" if self.success else "stopped"

@@ -10,7 +10,7 @@ from torch import Tensor
 from ..kernels.base import Kernel
 from ..objectives.exact import exact_factors, exact_log_marginal_likelihood
 from ..posteriors import ExactPosterior
-from .base import GPModel
+from .regression import GPModel
 
 
 class GPR(GPModel):

@@ -15,7 +15,7 @@ import torch
 
 from .. import __version__
 from ..config import FORMAT_VERSION
-from .base import MODEL_CLASSES, GPModel
+from .base import MODEL_CLASSES, Model
 
 FORMAT_TAG = "sparsegp-model"
 
@@ -24,7 +24,7 @@ def _cpu(v: Any) -> Any:
     return v.detach().cpu() if isinstance(v, torch.Tensor) else v
 
 
-def save_model(model: GPModel, path: str | Path, include_data: bool | None = None) -> None:
+def save_model(model: Model, path: str | Path, include_data: bool | None = None) -> None:
     """Write `model` to `path`. Data are stored if `include_data`; by default only for the
     exact GP, whose posterior holds X anyway (a sparse model predicts without them)."""
     if include_data is None:
@@ -44,7 +44,7 @@ def save_model(model: GPModel, path: str | Path, include_data: bool | None = Non
     torch.save(payload, Path(path))
 
 
-def load(path: str | Path, map_location: str | torch.device = "cpu") -> GPModel:
+def load(path: str | Path, map_location: str | torch.device = "cpu") -> Model:
     """Read a model written by `model.save(path)`; predictions are identical to the saved model's."""
     path = Path(path)
     if not path.is_file():

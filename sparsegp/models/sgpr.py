@@ -20,8 +20,8 @@ from ..objectives.collapsed import (
 )
 from ..posteriors import SparsePosterior
 from ..validation import as_inputs
-from .base import GPModel
 from .initialisation import initial_inducing_inputs
+from .regression import GPModel
 
 
 class SGPR(GPModel):
@@ -118,7 +118,7 @@ class SGPR(GPModel):
             U = titsias_upper_bound(self.kernel, self.feature, self.X, self.y,
                                     self.value("noise_variance"), self.jitter, self.chunk_size,
                                     self.compute_dtype)
-        return float(U) - self._log_jacobian()
+        return float(U) + self._objective_offset()
 
     def _build_posterior(self) -> SparsePosterior:
         noise = self.value("noise_variance")

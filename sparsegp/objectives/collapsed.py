@@ -192,12 +192,18 @@ def posterior_factors(
     """Factors of the optimal q(u) of every member and of its predictive distribution."""
     L, used, stats = _factor_and_statistics(kernel, feature, X, y, noise, fam, jitter,
                                             chunk_size, compute_dtype)
+    return factors_from_statistics(L, stats, used)
+
+
+def factors_from_statistics(L: Tensor, stats: Statistics, jitter: float) -> PosteriorFactors:
+    """The posterior factors from L = chol(Kuu) and any statistics A = Σ β a aᵀ, c = Σ β y a
+    (also the Power-EP classification posterior, with pseudo-noise 1/τ and targets ν/τ)."""
     s = solve(stats)
     w = solve_lower_t(L, solve_lower_t(s.L_B, s.e))
     mu, U = torch.linalg.eigh(stats.A)
     shrink = torch.sqrt((mu / (1.0 + mu)).clamp_min(0.0))  # I − B⁻¹ = U diag(μ/(1+μ)) Uᵀ
     C = solve_lower_t(L, U * shrink).mT
-    return PosteriorFactors(L, s.L_B, w, C, used)
+    return PosteriorFactors(L, s.L_B, w, C, jitter)
 
 
 def titsias_upper_bound(

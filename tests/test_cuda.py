@@ -1,0 +1,48 @@
+"""The CUDA path: the same numbers on a GPU as on the CPU. Skipped where no GPU is present."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sparsegp as sg
+
+from .conftest import make_problem
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+
+MEMBERS = [("vfe", None), ("fitc", None), ("pep", 0.5)]
+
+
+def pair(approx, alpha, **kw):
+    X, y = make_problem(0, N=500, D=3)
+    Z = X[:20]
+    make = lambda: sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=[1.0, 1.2, 0.8]),  # noqa: E731
+                           inducing_points=Z, approximation=approx, alpha=alpha,
+                           noise_variance=0.1, chunk_size=64, **kw)
+    return make(), make().to("cuda")
+
+
+@pytest.mark.parametrize("approx,alpha", MEMBERS)
+def test_objective_gradient_and_predictions_match_the_cpu(approx, alpha):
+    cpu, gpu = pair(approx, alpha)
+    assert gpu.device.type == "cuda" and gpu.X.device.type == "cuda"
+    lc, lg = cpu.training_loss(), gpu.training_loss()
+    assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
+    for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
+                    torch.autograd.grad(lg, list(gpu.parameters()))):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
+    Xs = np.linspace(-2, 2, 30)[:, None].repeat(3, 1)
+    for x, y_ in zip(cpu.predict(Xs), gpu.predict(Xs)):
+        np.testing.assert_allclose(y_, x, rtol=1e-9, atol=1e-12)
+    assert gpu.upper_bound() == pytest.approx(cpu.upper_bound(), rel=1e-10)
+
+
+def test_fit_on_the_gpu_and_float32_compute():
+    cpu, gpu = pair("vfe", None)
+    res = gpu.fit(maxiter=30)
+    assert res.iterations > 0 and np.isfinite(res.objective)
+    _, g32 = pair("fitc", None, compute_dtype=torch.float32)
+    c64, _ = pair("fitc", None)
+    assert g32.training_loss().item() == pytest.approx(c64.training_loss().item(), rel=1e-5)

@@ -1,0 +1,32 @@
+"""Examples and benchmark scripts run as written (small sizes)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sparsegp.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed in this build")
+def test_distributed_example_under_torchrun_with_two_processes():
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          str(ROOT / "examples" / "distributed_sgpr.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "N = 2000 over 2 process(es) (1000 here)" in out.stdout
+    assert "test RMSE" in out.stdout
+
+
+def test_speed_benchmark_quick_run_writes_its_table(tmp_path, capsys):
+    assert main(["bench", "speed", "--quick", "--methods", "vfe", "--out",
+                 str(tmp_path / "r.md")]) == 0
+    text = (tmp_path / "r.md").read_text()
+    assert "| 2,000 | 50 | vfe |" in text and "| 2,000 | 50 | naive-vfe |" in text
+    assert "points / s" in text and "Machine:" in text
