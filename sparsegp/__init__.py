@@ -6,14 +6,15 @@ reference and bounds that tell how good an approximation is.
 
 __version__ = "0.1.0"
 
-from . import datasets, distributed, kernels  # noqa: E402
+from . import datasets, distributed, kernels, likelihoods  # noqa: E402
 from .distributed import DistributedError  # noqa: E402
 from .features import InducingPoints  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
-from .models import GPR, SGPR, load  # noqa: E402
+from .models import GPR, SGPC, SGPR, SVGP, load  # noqa: E402
 from .training import FitResult  # noqa: E402
 
 __all__ = [
-    "GPR", "SGPR", "load", "kernels", "datasets", "InducingPoints", "FitResult",
+    "GPR", "SGPR", "SGPC", "SVGP", "load", "kernels", "likelihoods", "datasets", "InducingPoints",
+    "FitResult",
     "CholeskyError", "JitterWarning", "DistributedError", "distributed", "__version__",
 ]

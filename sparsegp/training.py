@@ -140,6 +140,7 @@ def fit_lbfgsb(
             callback(len(history) - 1, history[-1])
 
     options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
+    info: dict = {}
     try:
         # numpy/scipy's own BLAS threads spin against torch's: the optimiser's vector work
         # is tiny, so give it one thread (measured: 4× faster fits on small problems).
@@ -155,8 +156,9 @@ def fit_lbfgsb(
         success, nit, objective = False, len(history) - 1, -best["f"]
         message = (f"stopped at iteration {nit}: {err}. The model holds the last accepted "
                    f"(finite) parameter values:\n{summary}")
+        info["non_finite"] = True
         warnings.warn(f"{type(model).__name__}.fit {message}", RuntimeWarning, stacklevel=3)
     finally:
         bar.close()
     return FitResult(success, message, nit, evaluations, objective, history,
-                     time.perf_counter() - start)
+                     time.perf_counter() - start, info)

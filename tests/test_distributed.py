@@ -16,7 +16,7 @@ import torch
 
 import sparsegp as sg
 
-from .distributed_worker import MEMBERS, build, evaluate, problem
+from .distributed_worker import MEMBERS, build, evaluate, problem, svgp_model
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 
@@ -65,6 +65,19 @@ def test_two_ranks_see_the_objective_gradient_and_posterior_of_all_the_data(tmp_
     # Training in lock-step: both ranks hold identical parameters afterwards.
     assert ranks[0]["fit"] == ranks[1]["fit"]
     assert ranks[0]["fit"]["iterations"] > 0
+
+
+def test_svgp_under_distributed_data_parallel_equals_one_process(tmp_path):
+    runs = launch("svgp", tmp_path / "out", timeout=240)
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
+    assert ranks[0] == ranks[1]  # lock-step
+    X, y, _, _ = problem()
+    single = svgp_model(X, y)
+    single.fit(batch_size=300, epochs=3, lr=0.05)  # the two halves together: all the data
+    for got, ref in zip(ranks[0]["params"], single.parameters()):
+        np.testing.assert_allclose(got, ref.detach().reshape(-1).numpy(), rtol=1e-7, atol=1e-9)
 
 
 def test_a_dying_rank_makes_the_other_fail_clearly_instead_of_hanging(tmp_path):

@@ -30,3 +30,13 @@ def test_speed_benchmark_quick_run_writes_its_table(tmp_path, capsys):
     text = (tmp_path / "r.md").read_text()
     assert "| 2,000 | 50 | vfe |" in text and "| 2,000 | 50 | naive-vfe |" in text
     assert "points / s" in text and "Machine:" in text
+
+
+def test_classification_example_runs_and_writes_its_figure(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "classification_2d.py"), "--quick",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    errors = [float(line.split()[-3]) for line in out.stdout.splitlines()
+              if line.startswith(("SGPC", "SVGP"))]
+    assert len(errors) == 4 and max(errors) < 0.3
+    assert (tmp_path / "classification_2d.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,9 +1,11 @@
 """Models: thin nn.Modules that own parameters, call an objective and build a posterior."""
 
 from .base import Model
-from .regression import GPModel
 from .gpr import GPR
 from .persistence import load
+from .regression import GPModel
+from .sgpc import SGPC
 from .sgpr import SGPR
+from .svgp import SVGP
 
-__all__ = ["Model", "GPModel", "GPR", "SGPR", "load"]
+__all__ = ["Model", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "load"]

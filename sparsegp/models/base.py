@@ -180,6 +180,10 @@ class Model(Parameterised):
         return {"kernel": self.kernel.config(), "jitter": self._jitter,
                 "num_data": self._num_data, "dtype": str(self.dtype).replace("torch.", "")}
 
+    def data_extras(self) -> dict[str, Tensor]:
+        """Data-sized state saved along with the data (`save(include_data=True)`)."""
+        return {}
+
     def save(self, path: str | Path, include_data: bool | None = None) -> None:
         """Save the fitted model (format-versioned); see `sparsegp.load`."""
         from .persistence import save_model

@@ -38,7 +38,9 @@ def save_model(model: Model, path: str | Path, include_data: bool | None = None)
         "config": model.config(),
         "state_dict": {k: _cpu(v) for k, v in model.state_dict().items()},
         "posterior": {k: _cpu(v) for k, v in post.state().items()},
-        "data": {"X": _cpu(model.X), "y": _cpu(model.y)} if include_data else None,
+        "data": ({"X": _cpu(model.X), "y": _cpu(model.y),
+                  **{k: _cpu(v) for k, v in model.data_extras().items()}}
+                 if include_data else None),
         "metadata": dict(model.metadata),
     }
     torch.save(payload, Path(path))
@@ -65,7 +67,8 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Model:
         model = cls._restore(payload["config"], payload["state_dict"])
         model.load_state_dict(payload["state_dict"])
         if payload["data"] is not None:
-            model.X, model.y = payload["data"]["X"], payload["data"]["y"]
+            for name, value in payload["data"].items():
+                setattr(model, name, value)
         model.metadata = dict(payload.get("metadata") or {})
         post = model._restore_posterior(payload["posterior"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:

@@ -91,3 +91,28 @@ def test_corrupt_foreign_and_future_files_are_clear_errors(tmp_path):
         sg.load(tmp_path / "damaged.pt")
     with pytest.raises(FileNotFoundError):
         sg.load(tmp_path / "missing.pt")
+
+
+def test_classification_and_variational_models_round_trip(tmp_path):
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, (80, 2))
+    y = (np.sin(2 * X[:, 0]) > 0).astype(float)
+    clf = sg.SGPC(X, 2 * y - 1, inducing_points=8, alpha=0.5)
+    clf.fit(maxiter=2)
+    sv = sg.SVGP(X, y, likelihood=sg.likelihoods.Bernoulli(link="logit"), inducing_points=8,
+                 whiten=False)
+    sv.fit(batch_size=40, epochs=3)
+    Xs = rng.uniform(-2, 2, (15, 2))
+    for model in (clf, sv):
+        model.save(tmp_path / "m.pt")
+        back = sg.load(tmp_path / "m.pt")
+        assert type(back) is type(model)
+        np.testing.assert_array_equal(back.predict_proba(Xs), model.predict_proba(Xs))
+        for a, b in zip(back.predict_f(Xs), model.predict_f(Xs)):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(sg.load(tmp_path / "m.pt").predict_y(Xs)[1], sv.predict_y(Xs)[1])
+    clf.save(tmp_path / "c.pt", include_data=True)
+    back = sg.load(tmp_path / "c.pt")
+    assert back.log_marginal_likelihood() == clf.log_marginal_likelihood()  # sites came along
+    np.testing.assert_array_equal(back.predict(Xs), clf.predict(Xs))
+    assert set(np.unique(back.predict(Xs))) <= {-1, 1}

@@ -1,0 +1,71 @@
+"""The Gaussian likelihood p(y | f) = N(y | f, σ²), with every expectation in closed form."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .. import quadrature
+from ..config import NOISE_FLOOR
+from ..parameters import as_user_value
+from .base import LOG_SQRT_2PI, Likelihood
+
+
+class Gaussian(Likelihood):
+    """p(y | f) = N(y | f, σ²); `variance` is σ² (positive, floored at `NOISE_FLOOR`).
+
+    Shapes: f, mean, var [..., N], y [N] -> [..., N]. Every method is a closed form
+    (`quadrature_points` only matters for the base-class defaults, used in tests).
+    """
+
+    def __init__(self, variance: Any = 1.0, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
+        super().__init__(quadrature_points)
+        self._add_positive("variance", variance, NOISE_FLOOR)
+
+    @property
+    def variance(self) -> float:
+        return as_user_value(self.value("variance"))
+
+    @variance.setter
+    def variance(self, v: Any) -> None:
+        self.set_value("variance", v)
+
+    def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
+        """−½ log 2πσ² − (y − f)²/(2σ²)."""
+        s2 = self.value("variance")
+        return -LOG_SQRT_2PI - 0.5 * torch.log(s2) - 0.5 * (y - f) ** 2 / s2
+
+    def conditional_mean(self, f: Tensor) -> Tensor:
+        """E[y | f] = f."""
+        return f
+
+    def conditional_variance(self, f: Tensor) -> Tensor:
+        """Var[y | f] = σ²."""
+        return self.value("variance").expand(f.shape)
+
+    def variational_expectations(self, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
+        """−½ log 2πσ² − ((y − m)² + v)/(2σ²)."""
+        s2 = self.value("variance")
+        return -LOG_SQRT_2PI - 0.5 * torch.log(s2) - 0.5 * ((y - mean) ** 2 + var) / s2
+
+    def predict_log_density(self, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
+        """log N(y | m, v + σ²)."""
+        total = var + self.value("variance")
+        return -LOG_SQRT_2PI - 0.5 * torch.log(total) - 0.5 * (y - mean) ** 2 / total
+
+    def predict_mean_and_var(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
+        """(m, v + σ²)."""
+        return mean, var + self.value("variance")
+
+    def tilted_moments(self, mean: Tensor, var: Tensor, y: Tensor, alpha: float
+                       ) -> tuple[Tensor, Tensor, Tensor]:
+        """N(y|f, σ²)^α = (2πσ²)^((1−α)/2) α^(−½) N(y | f, σ²/α), so with w = v + σ²/α:
+        log Z̃ = ½(1−α) log 2πσ² − ½ log α + log N(y | μ, w), ∂ = (y − μ)/w, ∂² = −1/w."""
+        s2 = self.value("variance")
+        w = var + s2 / alpha
+        log_Z = (0.5 * (1.0 - alpha) * torch.log(2.0 * math.pi * s2) - 0.5 * math.log(alpha)
+                 - LOG_SQRT_2PI - 0.5 * torch.log(w) - 0.5 * (y - mean) ** 2 / w)
+        return log_Z, (y - mean) / w, -1.0 / w

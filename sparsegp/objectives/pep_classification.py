@@ -1,0 +1,124 @@
+"""Power EP with non-Gaussian likelihoods: sites, updates and energy (MATH.md §5).
+
+The sites depend on u only through h_n = w_nᵀu, w_n = Kuu⁻¹k_n, and are Gaussian in natural
+form t_n(h) = exp(ν_n h − ½ τ_n h²). Their posterior is the regression posterior of the
+collapsed family with pseudo-noise 1/τ_n and pseudo-targets ν_n/τ_n: A = Σ τ_n a_n a_nᵀ,
+c = Σ ν_n a_n with a_n = L⁻¹k_n, and everything else (factorisation, prediction) is the
+shared code of `collapsed.py` (Bui, Yan & Turner 2017, §3.8).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .. import covariances as cov
+from ..kernels.base import Kernel
+from ..likelihoods.base import Likelihood
+from ..linalg import jittered_cholesky, solve_lower, solve_lower_t
+from .collapsed import Statistics, solve
+from .streaming import chunk_slices
+
+
+class Marginals(NamedTuple):
+    """Posterior marginals of h_n: mean μ_n, variance s_n; and d_n = [Kff − Qff]_nn. [N] each."""
+
+    mean: Tensor
+    var: Tensor
+    d: Tensor
+
+
+def _whitened(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor) -> tuple[Tensor, Tensor]:
+    a = solve_lower(L, cov.Kuf(feature, kernel, Xb))  # [M, B]
+    return a, (kernel.K_diag(Xb) - (a * a).sum(0)).clamp_min(0.0)
+
+
+def site_statistics(kernel: Kernel, feature: object, X: Tensor, L: Tensor, tau: Tensor,
+                    nu: Tensor, chunk_size: int, scale: float = 1.0) -> Statistics:
+    """A = s Σ τ_n a_n a_nᵀ and c = s Σ ν_n a_n (s = `scale`, N/|batch| for a minibatch)."""
+    M = L.shape[0]
+    A, c = L.new_zeros(M, M), L.new_zeros(M)
+    for sl in chunk_slices(X.shape[0], chunk_size):
+        a, _ = _whitened(kernel, feature, X[sl], L)
+        A = A + (a * tau[sl]) @ a.mT
+        c = c + a @ nu[sl]
+    zero = L.new_zeros(())
+    return Statistics(scale * A, scale * c, zero, zero, zero, zero, X.shape[0])
+
+
+def marginals(kernel: Kernel, feature: object, X: Tensor, L: Tensor, L_B: Tensor, e: Tensor,
+              chunk_size: int) -> Marginals:
+    """μ_n = a_nᵀ m_v, s_n = ‖L_B⁻¹a_n‖² (whitened q(v) = N(m_v, B⁻¹), m_v = L_B⁻ᵀe)."""
+    m_v = solve_lower_t(L_B, e)
+    parts = []
+    for sl in chunk_slices(X.shape[0], chunk_size):
+        a, d = _whitened(kernel, feature, X[sl], L)
+        b = solve_lower(L_B, a)
+        parts.append((a.mT @ m_v, (b * b).sum(0), d))
+    return Marginals(*(torch.cat(p) for p in zip(*parts)))
+
+
+def cavity(m: Marginals, tau: Tensor, nu: Tensor, alpha: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Remove α of each site: 1/s_c = 1/s − ατ, μ_c = s_c(μ/s − αν). Also a validity mask."""
+    prec = 1.0 / m.var - alpha * tau
+    ok = prec > 0
+    s_c = 1.0 / torch.where(ok, prec, torch.ones_like(prec))
+    return s_c * (m.mean / m.var - alpha * nu), s_c, ok
+
+
+def log_site_expectation(mu_c: Tensor, s_c: Tensor, tau: Tensor, nu: Tensor, alpha: float) -> Tensor:
+    """log E_{h ~ N(μ_c, s_c)} exp(α(ν h − ½ τ h²)), stable as τ → 0.
+
+    With a = ατ, b = αν: −½ log(1 + a s_c) + (s_c b² + 2bμ_c − aμ_c²)/(2(1 + a s_c)), which
+    equals MATH.md §5's form ½ log(1/(ατ)) − ½ log(s_c + 1/(ατ)) − (μ_c − g)²/(2(s_c + 1/(ατ)))
+    + ½ατg² (g = ν/τ) wherever τ > 0.
+    """
+    a, b = alpha * tau, alpha * nu
+    q = 1.0 + a * s_c
+    return -0.5 * torch.log(q) + (s_c * b * b + 2.0 * b * mu_c - a * mu_c * mu_c) / (2.0 * q)
+
+
+def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Likelihood,
+           tau: Tensor, nu: Tensor, alpha: float, jitter: float, chunk_size: int,
+           scale: float = 1.0) -> Tensor:
+    """The Power-EP energy (approximate log evidence) with the sites held fixed:
+
+    F = ½ log|V| − ½ log|Kuu| + ½ mᵀV⁻¹m + (1/α) Σ_n [log Z̃_n − log E_{N(μ_c, s_c)} t_n^α]
+      = −½ log|B| + ½ eᵀe + (1/α) Σ_n […]   (whitened, B = I + A, e = L_B⁻¹c).
+
+    `scale` multiplies every sum over points (N/|batch| on a minibatch of sites).
+    """
+    L, _ = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
+    stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size, scale)
+    s = solve(stats)
+    m = marginals(kernel, feature, X, L, s.L_B, s.e, chunk_size)
+    mu_c, s_c, _ = cavity(m, tau, nu, alpha)
+    log_Z, _, _ = likelihood.tilted_moments(mu_c, s_c + m.d, y, alpha)
+    local = (log_Z - log_site_expectation(mu_c, s_c, tau, nu, alpha)).sum() / alpha
+    return -0.5 * s.log_det + 0.5 * (s.e @ s.e) + scale * local
+
+
+class SiteUpdate(NamedTuple):
+    tau: Tensor
+    nu: Tensor
+    skipped: int  # sites left unchanged: invalid cavity or a non-positive new precision
+    change: float  # max |Δτ|/(1 + |τ|) + max |Δν|/(1 + |ν|) over updated sites
+
+
+def update_sites(m: Marginals, tau: Tensor, nu: Tensor, y: Tensor, likelihood: Likelihood,
+                 alpha: float, damping: float) -> SiteUpdate:
+    """One damped parallel Power-EP update of the given sites (MATH.md §5, steps 1–3)."""
+    mu_c, s_c, ok = cavity(m, tau, nu, alpha)
+    _, d1, d2 = likelihood.tilted_moments(mu_c, s_c + m.d, y, alpha)
+    v_hat = -1.0 / d2 - s_c
+    g_hat = mu_c - d1 / d2
+    ok = ok & (d2 < 0) & (v_hat > 0) & torch.isfinite(v_hat) & torch.isfinite(g_hat)
+    safe_v = torch.where(ok, v_hat, torch.ones_like(v_hat))
+    tau_star, nu_star = 1.0 / (alpha * safe_v), g_hat / (alpha * safe_v)
+    new_tau = torch.where(ok, (1.0 - damping) * tau + damping * tau_star, tau)
+    new_nu = torch.where(ok, (1.0 - damping) * nu + damping * nu_star, nu)
+    change = float(((new_tau - tau).abs() / (1.0 + tau.abs())).max()
+                   + ((new_nu - nu).abs() / (1.0 + nu.abs())).max()) if tau.numel() else 0.0
+    return SiteUpdate(new_tau, new_nu, int((~ok).sum()), change)
