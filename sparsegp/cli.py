@@ -46,14 +46,11 @@ def _fit(args: argparse.Namespace) -> int:
         model = SGPR(X, y, inducing_points=M, approximation=args.approximation,
                      alpha=args.alpha, seed=args.seed, **common)
     start = time.perf_counter()
-    result = model.fit(maxiter=args.maxiter, progress=args.progress)
+    result = model.fit(maxiter=args.maxiter, progress=args.progress, diagnose=False)
+    seconds = time.perf_counter() - start
     print(f"{type(model).__name__} ({args.approximation}) on {X.shape[0]} points, "
-          f"{X.shape[1]} inputs: {result}")
-    print(f"objective {model.log_marginal_likelihood():.6g}", end="")
-    if args.approximation != "exact":
-        print(f", upper bound {model.upper_bound():.6g}", end="")
-    print(f", noise variance {model.noise_variance:.6g}, "
-          f"time {time.perf_counter() - start:.2f} s")
+          f"{X.shape[1]} inputs: {result}; {seconds:.2f} s")
+    print(model.diagnostics())  # objective, bounds, noise and the checks, in place of a warning
     model.metadata.update(features=features, target=args.target)
     model.save(args.out)
     print(f"model written to {args.out}")
@@ -82,6 +79,12 @@ def _bench(args: argparse.Namespace) -> int:
     from .benchmarking import speed
 
     return speed.main(args.args)
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from .experiments import bauer2016
+
+    return bauer2016.main(args.args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("which", choices=["speed"])
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)
+
+    x = sub.add_parser("experiment", help="paper reproductions: `sparsegp experiment bauer2016 --help`")
+    x.add_argument("which", choices=["bauer2016"])
+    x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
+    x.set_defaults(run=_experiment)
     return p
 
 

@@ -14,7 +14,11 @@ from torch import Tensor
 
 
 class DistributedError(RuntimeError):
-    """A collective operation failed: a peer process stopped, or the group timed out."""
+    """A collective operation failed: a peer process stopped, or the group timed out.
+
+    The process group is unusable afterwards: call `torch.distributed.destroy_process_group()`
+    before exiting (with gloo, exiting with the group alive can abort the process).
+    """
 
 
 def is_distributed() -> bool:

@@ -57,6 +57,9 @@ def main() -> int:
             evaluate(build(Xr, yr, Z, "vfe", None), Xtest)
         except sg.DistributedError as err:
             print(f"DistributedError after {time.perf_counter() - start:.1f} s: {err}", flush=True)
+            # the group is unusable now; tearing it down joins gloo's threads, which the
+            # interpreter's exit would otherwise destroy while running (SIGABRT)
+            torch.distributed.destroy_process_group()
             return 3
         return 0
     if mode == "svgp":

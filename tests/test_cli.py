@@ -24,6 +24,17 @@ def test_demo_writes_the_figure_and_prints_the_table(tmp_path, capsys):
     exact = float(rows["exact"][1])
     assert exact == pytest.approx(-55.9, abs=0.1)
     assert float(rows["VFE"][1]) <= exact <= float(rows["VFE"][2])  # VFE ≤ exact ≤ bound
+    assert float(rows["VFE"][1]) <= float(rows["VFE"][3]) <= float(rows["VFE"][2])
+    assert rows["VFE"][-1] == "0"  # no warnings for VFE; FITC is caught over-estimating
+    assert float(rows["FITC"][1]) > float(rows["FITC"][3])
+    assert "FITC: the FITC objective" in out and "provably over-estimates" in out
+
+
+def test_experiment_subcommand_help(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["experiment", "bauer2016", "--help"])
+    assert exit_.value.code == 0
+    assert "--quick" in capsys.readouterr().out
 
 
 def write_csv(path, names, data):

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ..config import NOISE_FLOOR
+from ..distributed import is_distributed
 from ..kernels.base import Kernel
 from ..parameters import as_user_value
+from ..training import FitResult
 from ..validation import as_targets
 from .base import Model, nonzero
 from .initialisation import signal_variance
+
+if TYPE_CHECKING:
+    from ..diagnostics import Diagnostics
 
 
 class GPModel(Model):
@@ -71,6 +76,30 @@ class GPModel(Model):
         self._require_data()
         with torch.no_grad():
             return float(self._objective()) + self._objective_offset()
+
+    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
+            callback: Any = None, diagnose: bool = True) -> FitResult:
+        """Maximise the objective (+ log priors) with scipy L-BFGS-B; see `training.fit_lbfgsb`.
+
+        With `diagnose` (default) the fitted model is checked by `diagnostics()` and one
+        `sparsegp.diagnostics.ApproximationWarning` lists whatever tripped (not for data
+        sharded over torch.distributed ranks, which `diagnostics()` does not support).
+        """
+        result = super().fit(maxiter=maxiter, tol=tol, progress=progress, callback=callback)
+        if diagnose and not (self.shards_data and is_distributed()):
+            from ..diagnostics import warn_if_unhealthy  # diagnostics imports models
+
+            warn_if_unhealthy(self, stacklevel=3)
+        return result
+
+    def diagnostics(self, **kwargs: Any) -> Diagnostics:
+        """Is the approximation good? Bounds, their gap, noise and inducing-input checks.
+
+        See `sparsegp.diagnostics.diagnose` for the checks and their thresholds (`kwargs`).
+        """
+        from ..diagnostics import diagnose
+
+        return diagnose(self, **kwargs)
 
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False
                 ) -> tuple[np.ndarray, np.ndarray]:

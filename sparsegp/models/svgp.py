@@ -145,7 +145,7 @@ class SVGP(Model):
         eta1 = m.clone().requires_grad_(True)
         eta2 = (S + m[..., None] * m[..., None, :]).requires_grad_(True)
         S_eta = eta2 - eta1[..., None] * eta1[..., None, :]
-        root, _ = jittered_cholesky_batched(S_eta)
+        root = torch.stack([jittered_cholesky(s, 0.0, name="S")[0] for s in S_eta])
         value = self.elbo(X, y, q_mu=eta1.mT, q_sqrt=root)
         g1, g2 = torch.autograd.grad(value, (eta1, eta2))
         if is_distributed():  # every rank's estimate is unbiased: average them
@@ -211,8 +211,9 @@ class SVGP(Model):
             return torch.utils.data.DataLoader(dataset, batch_size, sampler=sampler), sampler
         return torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, generator=g), None
 
-    def _fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress, seed,
-                       callback, start) -> FitResult:
+    def _fit_minibatch(self, batch_size: int | None, epochs: int | None, lr: float, natgrad: bool,
+                       gamma: float | None, data: Any, progress: bool | None, seed: int,
+                       callback: Any, start: float) -> FitResult:
         N = self.num_data
         B = min(N, 256) if batch_size is None else int(batch_size)
         if B < 1:
@@ -343,7 +344,3 @@ class _CollapsedBound:
     def summary(self) -> str:
         return self.model.summary()
 
-
-def jittered_cholesky_batched(S: Tensor) -> tuple[Tensor, None]:
-    """Cholesky of a batch [C, M, M] of covariances, each through the jittered Cholesky."""
-    return torch.stack([jittered_cholesky(s, 0.0, name="S")[0] for s in S]), None

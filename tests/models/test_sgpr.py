@@ -36,7 +36,9 @@ def test_training_and_prediction_only_ever_factorise_m_by_m_matrices(monkeypatch
     for approx, alpha in (("vfe", None), ("fitc", None), ("dtc", None), ("pep", 0.5)):
         m = sg.SGPR(X, y, inducing_points=M, approximation=approx, alpha=alpha, chunk_size=64)
         m.training_loss().backward()
-        m.fit(maxiter=3)
+        # the optimisation itself; the check fit() runs afterwards (diagnose=True) is a separate,
+        # documented cost: the upper bound with extra inducing inputs, the exact evidence if N ≤ 1000
+        m.fit(maxiter=3, diagnose=False)
         m.predict(X[:50])
         m.predict(X[:5], full_cov=True)
         m.upper_bound()

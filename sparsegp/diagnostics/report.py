@@ -1,0 +1,281 @@
+"""Is my approximation good? A report on a fitted GPR/SGPR (Bauer, van der Wilk & Rasmussen 2016).
+
+At the model's current hyperparameters and inducing inputs the report sandwiches the exact
+log evidence (MATH.md §3): the VFE lower bound (Titsias 2009) ≤ log p(y) ≤ the upper bound
+(Titsias 2014). A FITC/PEP/DTC objective above the upper bound proves that it over-estimates
+log p(y). It also checks the three failure modes Bauer et al. (2016) describe: a noise
+variance collapsed towards zero (FITC), inducing inputs merged on top of each other (FITC's
+clumping: fewer effective inducing inputs than M), and inducing inputs far from all data.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..distributed import is_distributed
+from ..features.inducing_points import InducingPoints
+from ..kernels.base import Kernel
+from ..kernels.stationary import Stationary
+from ..linalg import JitterWarning
+from ..objectives.collapsed import Family, collapsed_objective, titsias_upper_bound
+from ..objectives.exact import exact_log_marginal_likelihood
+from ..objectives.streaming import chunk_slices
+
+
+class ApproximationWarning(UserWarning):
+    """`fit()` found a reason to distrust the approximation (see `diagnose`)."""
+
+
+@dataclass
+class Diagnostics:
+    """What `diagnose` found. Objectives are in the units of y (as `log_marginal_likelihood`).
+
+    `exact` is log p(y) at the current hyperparameters when it was computed (always for GPR,
+    for SGPR when N ≤ `exact_max_data`), else None. `gap` = upper_bound − lower_bound ≥ 0.
+    `noise_ratio` = σ² / var(y). `effective_num_inducing` counts groups of merged inducing
+    inputs (None for GPR); `merged_pairs` and `far_inducing` index rows of the inducing inputs.
+    `tight_upper_bound` is the upper bound with `tight_num_inducing` inducing inputs (the
+    model's plus data inputs; any inducing set gives a valid bound), at most `upper_bound`.
+    """
+
+    model: str
+    approximation: str
+    num_data: int
+    objective: float
+    lower_bound: float
+    upper_bound: float
+    exact: float | None
+    gap: float
+    exceeds_upper_bound: bool
+    noise_variance: float
+    noise_ratio: float
+    num_inducing: int | None
+    effective_num_inducing: int | None
+    tight_upper_bound: float | None = None
+    tight_num_inducing: int | None = None
+    merged_pairs: list[tuple[int, int]] = field(default_factory=list)
+    far_inducing: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no check tripped."""
+        return not self.warnings
+
+    def __str__(self) -> str:
+        N = self.num_data
+        rows = [(f"objective ({self.approximation})", f"{self.objective:.4f}"),
+                ("VFE lower bound (Titsias 2009)", f"{self.lower_bound:.4f}"),
+                ("exact log p(y)", "not computed" if self.exact is None else f"{self.exact:.4f}"),
+                ("upper bound (Titsias 2014)", f"{self.upper_bound:.4f}")]
+        if self.tight_upper_bound is not None:
+            rows.append((f"upper bound with M = {self.tight_num_inducing}",
+                         f"{self.tight_upper_bound:.4f}"))
+        rows += [
+                ("gap upper − lower", f"{self.gap:.4f}  ({self.gap / N:.4f} per data point)"),
+                ("objective above upper bound", "YES" if self.exceeds_upper_bound else "no"),
+                ("noise variance", f"{self.noise_variance:.4g}  ({self.noise_ratio:.3g} × var(y))")]
+        if self.num_inducing is not None:
+            rows += [("inducing inputs M", f"{self.num_inducing}, effectively "
+                      f"{self.effective_num_inducing} ({len(self.merged_pairs)} merged pairs)"),
+                     ("inducing inputs far from data", str(len(self.far_inducing)))]
+        width = max(len(r[0]) for r in rows)
+        lines = [f"Diagnostics of {self.model} on N = {N} points"]
+        lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+        if self.warnings:
+            lines.append("warnings:")
+            lines += [f"  - {w}" for w in self.warnings]
+        else:
+            lines.append("no warnings")
+        return "\n".join(lines)
+
+
+def diagnose(
+    model: Any, *, merge_fraction: float = 0.05, far_lengthscales: float = 3.0,
+    noise_fraction: float = 1e-3, gap_per_point: float = 0.1, exact_max_data: int = 1000,
+    extra_inducing: int | None = None,
+) -> Diagnostics:
+    """Sandwich bounds and health checks of an SGPR (any approximation) or a GPR.
+
+    At the model's own inducing inputs no member of the family can exceed the upper bound
+    (Λ ⪰ σ²I and t ≥ max d_n), so over-estimation is tested against a tighter bound too: the
+    Titsias (2014) bound with the inducing inputs plus `extra_inducing` data inputs drawn at
+    random (seeded; default min(N, max(2M, 200))), valid because any inducing set gives an
+    upper bound on log p(y) (Bauer et al. 2016 grow M the same way).
+
+    Checks, each adding a plain-language string to `warnings` when it trips:
+    * a non-VFE objective above that upper bound, or above the exact log evidence when that
+      is computed (proof of over-estimation, Bauer et al. 2016);
+    * σ² < `noise_fraction` · var(y) (a collapsed noise variance);
+    * min(upper, tight upper) − lower > `gap_per_point` · N nats (the bounds do not certify
+      that the VFE bound at these inducing inputs is close to log p(y));
+    * pairs of inducing inputs closer than `merge_fraction` lengthscales (scaled distance,
+      shortest lengthscale of any stationary part of the kernel; for other kernels a
+      correlation above exp(−merge_fraction²/2)), reported as "effectively M = …";
+    * inducing inputs farther than `far_lengthscales` lengthscales from every data point.
+    For a GPR the bounds equal the exact evidence; only the noise is checked.
+    Cost: O(N (M + extra)²) for SGPR, plus O(N³) for the exact evidence when
+    N ≤ `exact_max_data`.
+    """
+    for name, v in (("merge_fraction", merge_fraction), ("far_lengthscales", far_lengthscales),
+                    ("noise_fraction", noise_fraction), ("gap_per_point", gap_per_point)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise ValueError(f"{name} must be a positive number; got {v!r}")
+    model._require_data()
+    if getattr(model, "shards_data", False) and is_distributed():
+        raise RuntimeError("diagnose() needs all the data in one process; it does not support "
+                           "data sharded over torch.distributed ranks")
+    sparse = hasattr(model, "feature") and hasattr(model, "_family")
+    points = sparse and isinstance(model.feature, InducingPoints)
+    offset = model._objective_offset()
+    with torch.no_grad():
+        noise = model.value("noise_variance").detach()
+        objective = model.log_marginal_likelihood()
+        y_var = float(model.y.var()) if model.y.shape[0] > 1 else 0.0
+        noise_ratio = float(noise) / y_var if y_var > 0 else float("inf")
+        if sparse:
+            fam = model._family
+            lower = objective if fam.mode == "vfe" else float(collapsed_objective(
+                model.kernel, model.feature, model.X, model.y, noise, Family("vfe", "vfe", None),
+                model.jitter, model.chunk_size, model.compute_dtype)) + offset
+            upper = model.upper_bound()
+            tight, tight_m = (_tight_upper_bound(model, noise, extra_inducing) if points
+                              else (None, None))
+            exact = None
+            if model.num_data <= exact_max_data:
+                exact = float(exact_log_marginal_likelihood(model.kernel.K(model.X), model.y,
+                                                            noise)) + offset
+            approximation = fam.name.upper() if fam.name != "pep" else f"PEP (α = {fam.alpha:g})"
+            label = f"SGPR ({approximation}, M = {model.num_inducing})"
+        else:
+            lower = upper = exact = objective
+            tight, tight_m = None, None
+            approximation, label = "exact", type(model).__name__
+    gap = upper - lower
+    best_upper = upper if tight is None else min(upper, tight)
+    tol = 1e-6 * (1.0 + abs(best_upper))
+    exceeds = sparse and fam.mode != "vfe" and objective > best_upper + tol
+    rep = Diagnostics(label, approximation, model.num_data, objective, lower, upper, exact, gap,
+                      bool(exceeds), model.noise_variance, noise_ratio,
+                      model.num_inducing if sparse else None, None, tight, tight_m)
+    if exceeds:
+        rep.warnings.append(
+            f"the {approximation} objective {objective:.4g} exceeds an upper bound "
+            f"{best_upper:.4g} on the exact log evidence: it provably over-estimates log p(y) at "
+            "these hyperparameters, so they are not to be trusted (Bauer et al. 2016); compare "
+            "with approximation='vfe'")
+    elif sparse and fam.mode != "vfe" and exact is not None and objective > exact + tol:
+        rep.warnings.append(
+            f"the {approximation} objective {objective:.4g} exceeds the exact log evidence "
+            f"{exact:.4g} at these hyperparameters by {objective - exact:.3g} nats: it "
+            "over-estimates log p(y), and fitting it favours the wrong hyperparameters")
+    if noise_ratio < noise_fraction:
+        hint = ("FITC and Power EP with α near 1 are known to drive the noise towards zero "
+                "(Bauer et al. 2016); prefer approximation='vfe'" if sparse and fam.mode != "vfe"
+                else "unless the data are nearly noise-free the model is interpolating noise")
+        rep.warnings.append(
+            f"the noise variance {model.noise_variance:.3g} is only {noise_ratio:.2g} of var(y): "
+            f"it has collapsed towards zero; {hint}")
+    if sparse:
+        certified = best_upper - lower  # any upper bound certifies the lower bound
+        if certified > gap_per_point * model.num_data:
+            rep.warnings.append(
+                f"the lower and upper bounds are {certified:.3g} nats apart "
+                f"({certified / model.num_data:.3g} "
+                "per data point): the approximation is not certified to be close to the exact "
+                "GP; add inducing inputs (sparsegp.diagnostics.select_inducing)")
+        if points:  # inter-domain features have no locations to compare
+            _check_inducing(model, rep, merge_fraction, far_lengthscales)
+    return rep
+
+
+def _tight_upper_bound(model: Any, noise: Tensor, extra: int | None) -> tuple[float, int]:
+    """The Titsias (2014) bound with the model's Z plus `extra` random data inputs."""
+    N, M = model.num_data, model.num_inducing
+    extra = min(N, max(2 * M, 200)) if extra is None else min(N, int(extra))
+    Z = model.feature.Z.detach()
+    if extra > 0:
+        g = torch.Generator().manual_seed(0)
+        idx = torch.randperm(model.X.shape[0], generator=g)[:extra].to(model.X.device)
+        Z = torch.cat([Z, model.X[idx]], 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
+        U = titsias_upper_bound(model.kernel, InducingPoints(Z), model.X, model.y, noise,
+                                model.jitter, model.chunk_size, model.compute_dtype)
+    return float(U) + model._objective_offset(), Z.shape[0]
+
+
+def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnostics:
+    """Run `diagnose` and issue one `ApproximationWarning` listing what tripped (for `fit`)."""
+    rep = diagnose(model, **kwargs)
+    if rep.warnings:
+        text = "; ".join(rep.warnings)
+        warnings.warn(f"{rep.model}: {text}. See model.diagnostics().", ApproximationWarning,
+                      stacklevel=stacklevel)
+    return rep
+
+
+def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
+    """Elementwise shortest lengthscale ([] or [D]) over the stationary parts of a kernel."""
+    ell = None
+    for part in kernel.modules():
+        if isinstance(part, Stationary):
+            v = part.value("lengthscale").detach()
+            ell = v if ell is None else torch.minimum(ell, v)
+    return ell
+
+
+def _check_inducing(model: Any, rep: Diagnostics, merge_fraction: float,
+                    far_lengthscales: float) -> None:
+    Z, X, kernel = model.feature.Z.detach(), model.X, model.kernel
+    ell = shortest_lengthscale(kernel)
+    M = Z.shape[0]
+    with torch.no_grad():
+        if ell is not None:
+            close = torch.cdist(Z / ell, Z / ell) < merge_fraction
+            nearest = torch.full((M,), float("inf"), dtype=Z.dtype, device=Z.device)
+            for s in chunk_slices(X.shape[0], max(1, 2**20 // M)):
+                nearest = torch.minimum(nearest, torch.cdist(Z / ell, X[s] / ell).min(1).values)
+            far = nearest > far_lengthscales
+            unit = "lengthscales"
+        else:  # no lengthscale: compare correlations with those of an SE kernel at that distance
+            Kzz = kernel.K(Z)
+            sd = torch.sqrt(torch.diagonal(Kzz).clamp_min(1e-300))
+            close = Kzz / (sd[:, None] * sd[None, :]) > math.exp(-0.5 * merge_fraction**2)
+            best = torch.zeros(M, dtype=Z.dtype, device=Z.device)
+            for s in chunk_slices(X.shape[0], max(1, 2**20 // M)):
+                corr = kernel.K(Z, X[s]) / (sd[:, None] * torch.sqrt(kernel.K_diag(X[s]))[None, :])
+                best = torch.maximum(best, corr.max(1).values)
+            far = best < math.exp(-0.5 * far_lengthscales**2)
+            unit = "lengthscale-equivalents (by correlation)"
+    pairs = [(i, j) for i, j in torch.nonzero(torch.triu(close, 1)).tolist()]
+    parent = list(range(M))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in pairs:
+        parent[root(i)] = root(j)
+    rep.merged_pairs = pairs
+    rep.effective_num_inducing = len({root(i) for i in range(M)})
+    rep.far_inducing = torch.nonzero(far).flatten().tolist()
+    if pairs:
+        rep.warnings.append(
+            f"{len(pairs)} {'pairs' if len(pairs) > 1 else 'pair'} of inducing inputs "
+            f"{'are' if len(pairs) > 1 else 'is'} closer than {merge_fraction:g} "
+            f"{unit}: they have merged, so effectively M = {rep.effective_num_inducing} of "
+            f"{M} (FITC clumps inducing inputs like this, Bauer et al. 2016)")
+    if rep.far_inducing:
+        rep.warnings.append(
+            f"{len(rep.far_inducing)} inducing inputs are farther than {far_lengthscales:g} "
+            f"{unit} from every data point (rows {rep.far_inducing[:10]}"
+            f"{'…' if len(rep.far_inducing) > 10 else ''}): they explain no data")

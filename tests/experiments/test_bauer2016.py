@@ -1,0 +1,61 @@
+"""`sparsegp experiment bauer2016 --quick` runs and writes every file."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from sparsegp.cli import main
+from sparsegp.experiments import bauer2016
+from sparsegp.experiments.bauer2016_common import QUICK
+from sparsegp.experiments.bauer2016_pumadyn import pumadyn
+
+PNG = b"\x89PNG\r\n\x1a\n"
+EXPERIMENTS = ("snelson_fits", "inducing_gain", "z_equals_x", "gp_sample_4d", "upper_bound")
+
+
+def test_quick_run_from_the_command_line_writes_every_file(tmp_path, capsys):
+    assert main(["experiment", "bauer2016", "--quick", "--out", str(tmp_path / "out")]) == 0
+    messages = capsys.readouterr().out.strip().splitlines()
+    files = sorted((tmp_path / "out").iterdir())
+    names = {f.name for f in files}
+    expected = {f"{e}.{ext}" for e in EXPERIMENTS for ext in ("png", "csv")} | {"results.md"}
+    if (bauer2016.DEFAULT_DATA_DIR / "pumadyn32nm").is_dir():
+        expected |= {"pumadyn.png", "pumadyn.csv"}
+    assert names == expected
+    for f in files:
+        assert f.parent == tmp_path / "out" and f.is_file() and f.stat().st_size > 0, f
+        if f.suffix == ".png":
+            assert f.read_bytes()[:8] == PNG
+            assert f.stat().st_size > 10_000  # a drawn figure, not an empty canvas
+        if f.suffix == ".csv":
+            with f.open() as fh:
+                rows = list(csv.reader(fh))
+            assert len(rows) >= 3 and all(len(r) == len(rows[0]) for r in rows)
+    report = (tmp_path / "out" / "results.md").read_text()
+    for title in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."):
+        assert title in report
+    assert report.count("| --- |") >= 6
+    assert messages[-1].endswith("s") and "files written" in messages[-1]
+    # the findings of Bauer et al. (2016) that hold at any size
+    gain = list(csv.DictReader((tmp_path / "out" / "inducing_gain.csv").open()))
+    assert min(float(r["vfe_total"]) for r in gain) >= -1e-9  # VFE never gets worse
+    fits = list(csv.DictReader((tmp_path / "out" / "snelson_fits.csv").open()))
+    exact_noise = float(fits[0]["noise variance"])
+    assert all(float(r["noise variance"]) < exact_noise for r in fits if r["method"] == "FITC")
+    assert all(float(r["noise variance"]) > exact_noise for r in fits if r["method"] == "VFE")
+
+
+def test_pumadyn_is_skipped_with_a_clear_message_when_the_data_are_absent(tmp_path):
+    sec = pumadyn(tmp_path, QUICK, tmp_path / "nowhere")
+    assert sec.skipped.startswith("skipped: data folder not found at ")
+    assert str(tmp_path / "nowhere" / "pumadyn32nm") in sec.skipped
+    assert sec.files == [] and "**skipped: data folder not found" in sec.markdown()
+
+
+def test_command_line_options():
+    args = bauer2016.build_parser().parse_args(["--quick", "--out", "x", "--data-dir", "d"])
+    assert args.quick and args.out == Path("x") and args.data_dir == Path("d")
+    defaults = bauer2016.build_parser().parse_args([])
+    assert not defaults.quick and defaults.out == Path("bauer2016-results")
+    assert defaults.data_dir == Path(bauer2016.__file__).resolve().parents[2].parent / "shared" / "data"
