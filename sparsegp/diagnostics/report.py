@@ -21,6 +21,7 @@ from torch import Tensor
 from ..distributed import is_distributed
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
+from ..kernels.periodic import Periodic
 from ..kernels.stationary import Stationary
 from ..linalg import JitterWarning
 from ..objectives.collapsed import Family, collapsed_objective, titsias_upper_bound
@@ -116,8 +117,8 @@ def diagnose(
     * min(upper, tight upper) − lower > `gap_per_point` · N nats (the bounds do not certify
       that the VFE bound at these inducing inputs is close to log p(y));
     * pairs of inducing inputs closer than `merge_fraction` lengthscales (scaled distance,
-      shortest lengthscale of any stationary part of the kernel; for other kernels a
-      correlation above exp(−merge_fraction²/2)), reported as "effectively M = …";
+      shortest lengthscale of any stationary part of the kernel; for other kernels, and
+      periodic ones, a correlation above exp(−merge_fraction²/2)), reported as "effectively M = …";
     * inducing inputs farther than `far_lengthscales` lengthscales from every data point.
     For a GPR the bounds equal the exact evidence; only the noise is checked.
     Cost: O(N (M + extra)²) for SGPR, plus O(N³) for the exact evidence when
@@ -222,9 +223,15 @@ def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnos
 
 
 def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
-    """Elementwise shortest lengthscale ([] or [D]) over the stationary parts of a kernel."""
+    """Elementwise shortest lengthscale ([] or [D]) over the stationary parts of a kernel.
+
+    None when there is none, or when a part is periodic (its lengthscale is relative to the
+    period, and inputs a period apart coincide): compare correlations instead.
+    """
     ell = None
     for part in kernel.modules():
+        if isinstance(part, Periodic):
+            return None
         if isinstance(part, Stationary):
             v = part.value("lengthscale").detach()
             ell = v if ell is None else torch.minimum(ell, v)
@@ -269,11 +276,14 @@ def _check_inducing(model: Any, rep: Diagnostics, merge_fraction: float,
     rep.effective_num_inducing = len({root(i) for i in range(M)})
     rep.far_inducing = torch.nonzero(far).flatten().tolist()
     if pairs:
+        why = ("VFE stacks spare inducing inputs on top of each other when fewer suffice"
+               if model._family.mode == "vfe" else
+               "FITC and Power EP clump inducing inputs like this, Bauer et al. 2016")
         rep.warnings.append(
             f"{len(pairs)} {'pairs' if len(pairs) > 1 else 'pair'} of inducing inputs "
             f"{'are' if len(pairs) > 1 else 'is'} closer than {merge_fraction:g} "
             f"{unit}: they have merged, so effectively M = {rep.effective_num_inducing} of "
-            f"{M} (FITC clumps inducing inputs like this, Bauer et al. 2016)")
+            f"{M} ({why})")
     if rep.far_inducing:
         rep.warnings.append(
             f"{len(rep.far_inducing)} inducing inputs are farther than {far_lengthscales:g} "

@@ -163,3 +163,17 @@ def test_fit_warns_only_when_asked_to_diagnose():
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ApproximationWarning)
         m.fit(maxiter=5, progress=False, diagnose=False)
+
+
+def test_periodic_kernels_merge_by_correlation_not_by_lengthscale():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.0, 3.0, size=(60, 1))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.standard_normal(60)
+    # 0.2 and 0.23: 0.03 lengthscales apart, but correlated only 0.98 (the period is 1);
+    # 0.5 and 1.501: a period apart, correlated 0.99998, the same feature
+    Z = np.array([[0.2], [0.23], [0.5], [1.501], [2.7]])
+    k = sg.kernels.Periodic(lengthscale=1.0, period=1.0)
+    m = sg.SGPR(X, y, kernel=k, inducing_points=Z, noise_variance=0.01)
+    rep = diagnose(m)
+    assert rep.merged_pairs == [(2, 3)] and rep.effective_num_inducing == 4
+    assert any("lengthscale-equivalents (by correlation)" in w for w in rep.warnings)
