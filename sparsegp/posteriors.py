@@ -9,6 +9,7 @@ chunks of test points; no N*×N* matrix exists unless `full_cov=True`.
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
@@ -28,17 +29,19 @@ def frozen_copy(module: nn.Module) -> nn.Module:
     return twin
 
 
-class Posterior:
+class Posterior(ABC):
     """q(f*) at new inputs. Subclasses give the mean and variance for one block of inputs."""
 
     kernel: Kernel
     noise_variance: Tensor
 
+    @abstractmethod
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError
+        """Mean and variance (or covariance) of f* at one block of inputs Xs."""
 
+    @abstractmethod
     def _rows_per_chunk(self) -> int:
-        raise NotImplementedError
+        """Test points per block of `predict_f`, from the memory budget."""
 
     def predict_f(
         self, Xnew: Tensor, full_cov: bool = False, chunk_size: int | None = None
@@ -72,9 +75,9 @@ class Posterior:
             return mean, var + self.noise_variance * eye
         return mean, var + self.noise_variance
 
+    @abstractmethod
     def state(self) -> dict[str, Any]:
         """The tensors that define this posterior (for saving)."""
-        raise NotImplementedError
 
 
 class SparsePosterior(Posterior):
@@ -114,6 +117,13 @@ class SparsePosterior(Posterior):
     def state(self) -> dict[str, Any]:
         return {"L": self.L, "L_B": self.L_B, "w": self.w, "C": self.C,
                 "noise_variance": self.noise_variance, "jitter": self.jitter}
+
+    @classmethod
+    def from_state(cls, kernel: Kernel, feature: nn.Module, saved: dict[str, Any]
+                   ) -> SparsePosterior:
+        """The posterior whose `state()` was `saved`."""
+        return cls(kernel, feature, saved["L"], saved["L_B"], saved["w"], saved["C"],
+                   saved["noise_variance"], saved["jitter"])
 
     @property
     def q_mu(self) -> Tensor:

@@ -28,10 +28,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .. import covariances as cov
 from ..features.inducing_points import InducingPoints
-from ..linalg import LOG_2PI, jittered_cholesky, solve_lower
-from ..objectives.collapsed import solve, statistics
+from ..linalg import solve_lower
+from ..objectives.collapsed import factor_and_statistics, family_terms, solve
 from ..objectives.streaming import chunk_slices
 
 #: Elements of one [data chunk × candidate chunk] temporary (8 MB in float64).
@@ -95,18 +94,11 @@ def objective_terms(model: Any, inducing_inputs: Tensor | None = None) -> Object
         Z = model.feature.Z.detach() if inducing_inputs is None else inducing_inputs
         feature = InducingPoints(Z)
         noise = model.value("noise_variance").detach()
-        fam = model._family
-        L, _ = jittered_cholesky(cov.Kuu(feature, model.kernel), model.jitter, name="Kuu")
-        stats = statistics(model.kernel, feature, model.X, model.y, L, noise, fam, model.chunk_size)
-        s = solve(stats)
-        if fam.mode == "vfe":
-            trace = -0.5 * float(stats.s_d) / float(noise)
-        elif fam.mode == "pep" and fam.alpha < 1.0:
-            trace = -0.5 * (1.0 - fam.alpha) / fam.alpha * float(stats.s_pen)
-        else:
-            trace = 0.0
-        complexity = -0.5 * (stats.n * LOG_2PI + float(s.log_det)) + model._objective_offset()
-        return ObjectiveTerms(-0.5 * float(s.quad), complexity, trace)
+        _, _, stats = factor_and_statistics(model.kernel, feature, model.X, model.y, noise,
+                                            model._family, model.jitter, model.chunk_size, None)
+        fit, complexity, trace = family_terms(stats, solve(stats), noise, model._family)
+        return ObjectiveTerms(float(fit), float(complexity) + model._objective_offset(),
+                              float(trace))
 
 
 def inducing_gain(model: Any, candidates: Any) -> InducingGain:
@@ -149,10 +141,10 @@ def _rank_one_gain(model: Any, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.n
     with torch.no_grad():
         Z = model.feature.Z.detach()
         noise = model.value("noise_variance").detach()
-        Kuu = cov.Kuu(model.feature, kernel)
-        L, used = jittered_cholesky(Kuu, model.jitter, name="Kuu")
-        eps = used * float(torch.diagonal(Kuu).mean())  # the jitter the (M+1)-point Kuu gets
-        stats = statistics(kernel, model.feature, X, y, L, noise, model._family, model.chunk_size)
+        L, used, stats = factor_and_statistics(kernel, model.feature, X, y, noise, model._family,
+                                               model.jitter, model.chunk_size, None)
+        # the jitter the (M+1)-point Kuu gets
+        eps = used * float(kernel.K_diag(Z).mean())
         s = solve(stats)  # B = I + VVᵀ/σ² = L_B L_Bᵀ, e = L_B⁻¹ V y/σ²
         M, N, C = Z.shape[0], X.shape[0], Zc.shape[0]
         c_size = min(C, 1024)

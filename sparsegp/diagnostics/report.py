@@ -21,10 +21,16 @@ from torch import Tensor
 from ..distributed import is_distributed
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
-from ..kernels.periodic import Periodic
-from ..kernels.stationary import Stationary
+from ..kernels.stationary import RadialKernel, Stationary
 from ..linalg import JitterWarning
-from ..objectives.collapsed import Family, collapsed_objective, titsias_upper_bound
+from ..objectives.collapsed import (
+    VFE,
+    factor_and_statistics,
+    family_objective,
+    solve,
+    titsias_upper_bound,
+    upper_bound_from_statistics,
+)
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.streaming import chunk_slices
 
@@ -137,15 +143,17 @@ def diagnose(
     offset = model._objective_offset()
     with torch.no_grad():
         noise = model.value("noise_variance").detach()
-        objective = model.log_marginal_likelihood()
         y_var = float(model.y.var()) if model.y.shape[0] > 1 else 0.0
         noise_ratio = float(noise) / y_var if y_var > 0 else float("inf")
         if sparse:
             fam = model._family
-            lower = objective if fam.mode == "vfe" else float(collapsed_objective(
-                model.kernel, model.feature, model.X, model.y, noise, Family("vfe", "vfe", None),
-                model.jitter, model.chunk_size, model.compute_dtype)) + offset
-            upper = model.upper_bound()
+            # one pass over the data gives both bounds at the model's inducing inputs
+            _, _, vfe = factor_and_statistics(model.kernel, model.feature, model.X, model.y,
+                                              noise, VFE, model.jitter, model.chunk_size,
+                                              model.compute_dtype)
+            lower = float(family_objective(vfe, solve(vfe), noise, VFE)) + offset
+            upper = float(upper_bound_from_statistics(vfe, noise)) + offset
+            objective = lower if fam.mode == "vfe" else model.log_marginal_likelihood()
             tight, tight_m = (_tight_upper_bound(model, noise, extra_inducing) if points
                               else (None, None))
             exact = None
@@ -155,7 +163,7 @@ def diagnose(
             approximation = fam.name.upper() if fam.name != "pep" else f"PEP (α = {fam.alpha:g})"
             label = f"SGPR ({approximation}, M = {model.num_inducing})"
         else:
-            lower = upper = exact = objective
+            lower = upper = exact = objective = model.log_marginal_likelihood()
             tight, tight_m = None, None
             approximation, label = "exact", type(model).__name__
     gap = upper - lower
@@ -223,16 +231,16 @@ def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnos
 
 
 def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
-    """Elementwise shortest lengthscale ([] or [D]) over the stationary parts of a kernel.
+    """Elementwise shortest lengthscale ([] or [D]) over the radial parts of a kernel.
 
-    None when there is none, or when a part is periodic (its lengthscale is relative to the
-    period, and inputs a period apart coincide): compare correlations instead.
+    None when there is none, or when another stationary part (periodic) has a lengthscale
+    that is not a distance in input units: compare correlations instead.
     """
     ell = None
     for part in kernel.modules():
-        if isinstance(part, Periodic):
+        if isinstance(part, Stationary) and not isinstance(part, RadialKernel):
             return None
-        if isinstance(part, Stationary):
+        if isinstance(part, RadialKernel):
             v = part.value("lengthscale").detach()
             ell = v if ell is None else torch.minimum(ell, v)
     return ell

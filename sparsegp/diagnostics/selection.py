@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
-from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
 from ..models import SGPR
 from .inducing_gain import inducing_gain
@@ -112,8 +110,6 @@ def select_inducing(
         available[idx[~(gain.total > 0.0)]] = False  # existing inducing inputs: nothing to gain
         if not gain.total[best] > 0.0:
             continue
-        z = model._internal_inputs(pool[idx[best]][None, :], "candidates")
-        Z = torch.cat([model.feature.Z.detach(), z], 0)
-        model.feature = InducingPoints(Z)  # a new parameter: the cached posterior is rebuilt
+        model.add_inducing_points(pool[idx[best]][None, :])
         curve.record(model, False)
     return model, curve

@@ -12,12 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .. import datasets
 from ..diagnostics.inducing_gain import inducing_gain
 from ..diagnostics.report import diagnose
-from ..features.inducing_points import InducingPoints
 from ..models import GPR, SGPR
 from .bauer2016_common import Config, Section, copy_kernel, quiet_fit, se_kernel
 from .plotting import new_figure, plot_regression_1d, save
@@ -226,8 +224,7 @@ def upper_bound_detection(out: Path, cfg: Config) -> Section:
         idx = np.flatnonzero(available)
         g = inducing_gain(vfe, X[idx])
         available[idx[g.best]] = False
-        z = vfe._internal_inputs(X[idx[g.best]][None, :], "candidates")
-        vfe.feature = InducingPoints(torch.cat([vfe.feature.Z.detach(), z], 0))
+        vfe.add_inducing_points(X[idx[g.best]][None, :])
     Ms = np.asarray(table.column("M"))
     lower, upper = np.asarray(table.column("VFE lower bound")), np.asarray(table.column("upper bound"))
     below = np.flatnonzero(upper < F)

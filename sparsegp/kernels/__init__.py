@@ -3,11 +3,18 @@
 from .base import Kernel, Product, Sum, kernel_from_config
 from .linear import Constant, Linear
 from .periodic import Periodic
-from .stationary import Matern12, Matern32, Matern52, SquaredExponential, Stationary
+from .stationary import (
+    Matern12,
+    Matern32,
+    Matern52,
+    RadialKernel,
+    SquaredExponential,
+    Stationary,
+)
 
 RBF = SquaredExponential
 
 __all__ = [
-    "Kernel", "Sum", "Product", "Stationary", "SquaredExponential", "RBF", "Matern12",
+    "Kernel", "Sum", "Product", "Stationary", "RadialKernel", "SquaredExponential", "RBF", "Matern12",
     "Matern32", "Matern52", "Linear", "Constant", "Periodic", "kernel_from_config",
 ]

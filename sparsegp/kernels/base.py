@@ -8,6 +8,7 @@ Kernels know nothing about inducing variables: they map inputs to covariances,
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any
 
 from torch import Tensor, nn
@@ -17,7 +18,7 @@ from ..parameters import Parameterised, as_user_value
 _REGISTRY: dict[str, type[Kernel]] = {}
 
 
-class Kernel(Parameterised):
+class Kernel(Parameterised, ABC):
     """A positive-definite covariance function k(x, x')."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -35,13 +36,13 @@ class Kernel(Parameterised):
             value = default
         self._add_positive(name, value, floor)
 
+    @abstractmethod
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         """Covariance matrix. Shapes: X [N, D], X2 [N2, D] (X if None) -> [N, N2]."""
-        raise NotImplementedError
 
+    @abstractmethod
     def K_diag(self, X: Tensor) -> Tensor:
         """Diagonal of K(X, X). Shapes: X [N, D] -> [N]."""
-        raise NotImplementedError
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         """Give every unset parameter a starting value based on the inputs X [N, D]."""

@@ -8,6 +8,7 @@ r² = ‖x̃‖² + ‖x̃'‖² − 2 x̃ᵀx̃' on inputs scaled by 1/ℓ and 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Any
 
 import torch
@@ -34,7 +35,8 @@ def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -
 
 
 class Stationary(Kernel):
-    """k(x, x') = σ² ρ(r²), r² = ‖(x − x')/ℓ‖²; ARD when the lengthscale has shape (D,)."""
+    """A stationary kernel with lengthscale ℓ and signal variance σ² = k(x, x); ARD when the
+    lengthscale has shape (D,). See `RadialKernel` and `Periodic`."""
 
     def __init__(self, lengthscale: Any = None, variance: Any = None, *, ard: bool = False) -> None:
         super().__init__()
@@ -59,14 +61,6 @@ class Stationary(Kernel):
     @variance.setter
     def variance(self, v: Any) -> None:
         self._assign("variance", v)
-
-    def profile(self, r2: Tensor) -> Tensor:
-        """ρ(r²) with ρ(0) = 1."""
-        raise NotImplementedError
-
-    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        ell = self._checked_lengthscale(X, X2)
-        return self.value("variance") * self.profile(scaled_squared_distance(X, X2, ell))
 
     def K_diag(self, X: Tensor) -> Tensor:
         self._checked_lengthscale(X, None)
@@ -98,7 +92,19 @@ class Stationary(Kernel):
         return cfg
 
 
-class SquaredExponential(Stationary):
+class RadialKernel(Stationary):
+    """k(x, x') = σ² ρ(r²) of the scaled distance r² = ‖(x − x')/ℓ‖²."""
+
+    @abstractmethod
+    def profile(self, r2: Tensor) -> Tensor:
+        """ρ(r²) with ρ(0) = 1."""
+
+    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+        ell = self._checked_lengthscale(X, X2)
+        return self.value("variance") * self.profile(scaled_squared_distance(X, X2, ell))
+
+
+class SquaredExponential(RadialKernel):
     """σ² exp(−r²/2) (RBF)."""
 
     def profile(self, r2: Tensor) -> Tensor:
@@ -110,14 +116,14 @@ def _distance(r2: Tensor) -> Tensor:
     return torch.sqrt(r2.clamp_min(1e-36))
 
 
-class Matern12(Stationary):
+class Matern12(RadialKernel):
     """σ² exp(−r) (Ornstein–Uhlenbeck)."""
 
     def profile(self, r2: Tensor) -> Tensor:
         return torch.exp(-_distance(r2))
 
 
-class Matern32(Stationary):
+class Matern32(RadialKernel):
     """σ² (1 + √3 r) exp(−√3 r)."""
 
     def profile(self, r2: Tensor) -> Tensor:
@@ -125,7 +131,7 @@ class Matern32(Stationary):
         return (1.0 + s) * torch.exp(-s)
 
 
-class Matern52(Stationary):
+class Matern52(RadialKernel):
     """σ² (1 + √5 r + 5r²/3) exp(−√5 r)."""
 
     def profile(self, r2: Tensor) -> Tensor:

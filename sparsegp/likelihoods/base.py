@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ from ..parameters import Parameterised, as_user_value
 _REGISTRY: dict[str, type[Likelihood]] = {}
 
 
-class Likelihood(Parameterised):
+class Likelihood(Parameterised, ABC):
     """p(y | f). Subclasses implement at least `log_prob`, `conditional_mean` and
     `conditional_variance` (and `check_targets` for label constraints)."""
 
@@ -56,17 +57,17 @@ class Likelihood(Parameterised):
         """Validate targets [N] and return them in the form `log_prob` expects."""
         return y
 
+    @abstractmethod
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         """log p(y | f), elementwise. Shapes: f [..., N] (or [..., N, C]), y [N] -> [..., N]."""
-        raise NotImplementedError
 
+    @abstractmethod
     def conditional_mean(self, f: Tensor) -> Tensor:
         """E[y | f], elementwise. Shapes: f [..., N] -> [..., N] (multi-latent: [..., N, C])."""
-        raise NotImplementedError
 
+    @abstractmethod
     def conditional_variance(self, f: Tensor) -> Tensor:
         """Var[y | f], elementwise. Shapes as `conditional_mean`."""
-        raise NotImplementedError
 
     def variational_expectations(self, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
         """E_{f ~ N(mean, var)}[log p(y | f)]. Shapes: [N] -> [N]."""

@@ -14,6 +14,11 @@ from ..parameters import as_user_value
 from .base import LOG_SQRT_2PI, Likelihood
 
 
+def gaussian_log_density(y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+    """log N(y | mean, var), elementwise."""
+    return -LOG_SQRT_2PI - 0.5 * torch.log(var) - 0.5 * (y - mean) ** 2 / var
+
+
 class Gaussian(Likelihood):
     """p(y | f) = N(y | f, σ²); `variance` is σ² (positive, floored at `NOISE_FLOOR`).
 
@@ -35,8 +40,7 @@ class Gaussian(Likelihood):
 
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         """−½ log 2πσ² − (y − f)²/(2σ²)."""
-        s2 = self.value("variance")
-        return -LOG_SQRT_2PI - 0.5 * torch.log(s2) - 0.5 * (y - f) ** 2 / s2
+        return gaussian_log_density(y, f, self.value("variance"))
 
     def conditional_mean(self, f: Tensor) -> Tensor:
         """E[y | f] = f."""
@@ -53,8 +57,7 @@ class Gaussian(Likelihood):
 
     def predict_log_density(self, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
         """log N(y | m, v + σ²)."""
-        total = var + self.value("variance")
-        return -LOG_SQRT_2PI - 0.5 * torch.log(total) - 0.5 * (y - mean) ** 2 / total
+        return gaussian_log_density(y, mean, var + self.value("variance"))
 
     def predict_mean_and_var(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
         """(m, v + σ²)."""

@@ -11,6 +11,7 @@ is built (`_build_posterior`).
 from __future__ import annotations
 
 import numbers
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def nonzero(s: Tensor) -> Tensor:
     return torch.where(s > 0, s, torch.ones_like(s))
 
 
-class Model(Parameterised):
+class Model(Parameterised, ABC):
     """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
 
     saves_data_by_default = False
@@ -80,9 +81,9 @@ class Model(Parameterised):
     def _moments(self, T: Tensor) -> tuple[Tensor, Tensor]:
         return column_mean_std(T) if self.shards_data else local_mean_std(T)
 
+    @abstractmethod
     def _prepare_targets(self, y: Any, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
         """Validate the targets and return them as the objective uses them (internal units)."""
-        raise NotImplementedError
 
     def _synchronise(self) -> None:
         """With sharded data, start every rank from rank 0's initial parameters."""
@@ -123,9 +124,9 @@ class Model(Parameterised):
         return self.x_shift.device
 
     # -- objective and training -----------------------------------------------------------
+    @abstractmethod
     def _objective(self) -> Tensor:
         """The objective being maximised, on the internal (standardised) data."""
-        raise NotImplementedError
 
     def _require_data(self) -> None:
         if self.X is None:
@@ -151,8 +152,9 @@ class Model(Parameterised):
                           lockstep=self.shards_data and is_distributed())
 
     # -- posterior ------------------------------------------------------------------------
+    @abstractmethod
     def _build_posterior(self) -> Posterior:
-        raise NotImplementedError
+        """The frozen posterior at the current parameters (see `posterior`)."""
 
     def posterior(self) -> Posterior:
         """The frozen posterior at the current parameters (built once, then reused)."""
@@ -200,8 +202,9 @@ class Model(Parameterised):
         model._num_data = int(config["num_data"])
         return model
 
+    @abstractmethod
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
-        raise NotImplementedError
+        """The posterior from the tensors `Posterior.state()` saved."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(N={self._num_data}, D={self.input_dim})\n{self.summary()}"

@@ -28,10 +28,10 @@ from ..posteriors import SparsePosterior
 from ..training import FitResult, fit_lbfgsb
 from ..validation import as_tensor, check_finite
 from .base import Model
-from .initialisation import initial_inducing_inputs
+from .inducing import InducingPointsMixin
 
 
-class SGPC(Model):
+class SGPC(InducingPointsMixin, Model):
     """Sparse GP classification with M inducing inputs by Power EP (power `alpha` in (0, 1]).
 
     Labels y [N] in {0, 1} or {−1, +1}; `link` "probit" (closed-form EP moments at α = 1) or
@@ -42,8 +42,6 @@ class SGPC(Model):
     minibatch energy scaled by N/|batch|. Updates that would make a site precision negative
     (or whose cavity is invalid) are skipped and counted in `fit().info`.
     """
-
-    _aliases = {"inducing_points": "feature.Z"}
 
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
@@ -63,12 +61,7 @@ class SGPC(Model):
         super().__init__(X, y, kernel, jitter=jitter, standardize_X=standardize_X, dtype=dtype)
         self.likelihood = likelihood.to(dtype=self.dtype, device=self.device)
         self.kernel.initialise_from_data(self.X, 1.0)
-        if inducing_points is None:
-            inducing_points = min(self.num_data, 100)
-        elif not isinstance(inducing_points, numbers.Integral):
-            inducing_points = self._internal_inputs(inducing_points, "inducing_points")
-        self.feature = InducingPoints(initial_inducing_inputs(self.X, inducing_points,
-                                                              inducing_init, seed))
+        self._init_inducing(inducing_points, inducing_init, seed)
         self.damping = float(damping)
         self.chunk_size = chunk_size
         self.register_buffer("tau", torch.zeros_like(self.y), persistent=False)
@@ -90,15 +83,6 @@ class SGPC(Model):
     @property
     def alpha(self) -> float:
         return self._alpha
-
-    @property
-    def inducing_points(self) -> np.ndarray:
-        """Inducing inputs Z [M, D], in the units of X."""
-        return (self.feature.Z.detach() * self.x_scale + self.x_shift).cpu().numpy()
-
-    @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
 
     def _chunk(self) -> int:
         return self.chunk_size or auto_chunk_size(self.num_inducing, self.X.element_size())
@@ -246,8 +230,7 @@ class SGPC(Model):
         return model
 
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
-        return SparsePosterior(self.kernel, self.feature, saved["L"], saved["L_B"], saved["w"],
-                               saved["C"], saved["noise_variance"], saved["jitter"])
+        return SparsePosterior.from_state(self.kernel, self.feature, saved)
 
     # -- posterior and prediction ---------------------------------------------------------
     def _build_posterior(self) -> SparsePosterior:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -19,12 +18,11 @@ from ..objectives.collapsed import (
     titsias_upper_bound,
 )
 from ..posteriors import SparsePosterior
-from ..validation import as_inputs
-from .initialisation import initial_inducing_inputs
+from .inducing import InducingPointsMixin
 from .regression import GPModel
 
 
-class SGPR(GPModel):
+class SGPR(InducingPointsMixin, GPModel):
     """Sparse GP regression with M inducing inputs, O(N M²) (Bui, Yan & Turner 2017).
 
     approximation: "vfe" (Titsias 2009, a lower bound on log p(y)), "fitc" (Snelson &
@@ -42,7 +40,6 @@ class SGPR(GPModel):
     FITC/PEP when Kuu is ill-conditioned.
     """
 
-    _aliases = {"inducing_points": "feature.Z"}
     shards_data = True
 
     def __init__(
@@ -55,13 +52,8 @@ class SGPR(GPModel):
         fam = family(approximation, alpha)
         super().__init__(X, y, kernel, noise_variance, jitter=jitter,
                          standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype)
-        if inducing_points is None:
-            inducing_points = min(self.num_data, 100)
-        elif not isinstance(inducing_points, numbers.Integral):
-            inducing_points = self._internal_inputs(inducing_points, "inducing_points")
-        Z = initial_inducing_inputs(self.X, inducing_points, inducing_init, seed)
+        self._init_inducing(inducing_points, inducing_init, seed)
         self._configure(fam, chunk_size, compute_dtype)
-        self.feature = InducingPoints(Z)
         self._synchronise()
 
     def _configure(self, fam: Any, chunk_size: int | None, compute_dtype: torch.dtype | None
@@ -86,24 +78,6 @@ class SGPR(GPModel):
     @property
     def alpha(self) -> float | None:
         return self._family.alpha
-
-    @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
-
-    @property
-    def inducing_points(self) -> np.ndarray:
-        """Inducing inputs Z [M, D], in the units of X."""
-        return (self.feature.Z.detach() * self.x_scale + self.x_shift).cpu().numpy()
-
-    @inducing_points.setter
-    def inducing_points(self, Z: Any) -> None:
-        Z = as_inputs(Z, "inducing_points", num_features=self.input_dim, dtype=self.dtype,
-                      device=self.device)
-        if Z.shape != self.feature.Z.shape:
-            raise ValueError(f"inducing_points must have shape {tuple(self.feature.Z.shape)}; "
-                             f"got {tuple(Z.shape)}")
-        self.set_value("inducing_points", (Z - self.x_shift) / self.x_scale)
 
     # -- objectives -----------------------------------------------------------------------
     def _objective(self) -> Tensor:
@@ -143,5 +117,4 @@ class SGPR(GPModel):
         return model
 
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
-        return SparsePosterior(self.kernel, self.feature, saved["L"], saved["L_B"], saved["w"],
-                               saved["C"], saved["noise_variance"], saved["jitter"])
+        return SparsePosterior.from_state(self.kernel, self.feature, saved)

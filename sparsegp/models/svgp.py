@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import sys
 import time
 from typing import Any
@@ -28,10 +27,10 @@ from ..posteriors import VariationalPosterior
 from ..training import FitResult, fit_lbfgsb
 from ..validation import as_tensor, check_finite
 from .base import Model
-from .initialisation import initial_inducing_inputs
+from .inducing import InducingPointsMixin
 
 
-class SVGP(Model):
+class SVGP(InducingPointsMixin, Model):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
     Shapes: X [N, D], y [N]. `whiten=True` (default) parameterises q(v), u = L v. `num_latent`
@@ -41,8 +40,6 @@ class SVGP(Model):
     an initialised torch.distributed process group, `fit()` trains with
     DistributedDataParallel and a DistributedSampler over (X, y).
     """
-
-    _aliases = {"inducing_points": "feature.Z"}
 
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, likelihood: Likelihood | None = None,
@@ -58,12 +55,7 @@ class SVGP(Model):
         super().__init__(X, y, kernel, jitter=jitter, standardize_X=standardize_X, dtype=dtype)
         self.likelihood = likelihood.to(dtype=self.dtype, device=self.device)
         self.kernel.initialise_from_data(self.X, 1.0)
-        if inducing_points is None:
-            inducing_points = min(self.num_data, 100)
-        elif not isinstance(inducing_points, numbers.Integral):
-            inducing_points = self._internal_inputs(inducing_points, "inducing_points")
-        self.feature = InducingPoints(initial_inducing_inputs(self.X, inducing_points,
-                                                              inducing_init, seed))
+        self._init_inducing(inducing_points, inducing_init, seed)
         C = likelihood.num_latent if num_latent is None else int(num_latent)
         if C < 1 or (likelihood.num_latent > 1 and C != likelihood.num_latent):
             raise ValueError(f"num_latent must be {likelihood.num_latent} for this likelihood; got {C}")
@@ -88,15 +80,6 @@ class SVGP(Model):
     @property
     def num_latent(self) -> int:
         return self.q_mu.shape[1]
-
-    @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
-
-    @property
-    def inducing_points(self) -> np.ndarray:
-        """Inducing inputs Z [M, D], in the units of X."""
-        return (self.feature.Z.detach() * self.x_scale + self.x_shift).cpu().numpy()
 
     def _cholesky_kuu(self) -> Tensor:
         return jittered_cholesky(cov.Kuu(self.feature, self.kernel), self.jitter, name="Kuu")[0]

@@ -68,6 +68,9 @@ def family(approximation: str, alpha: float | None = None) -> Family:
     return Family(name, name, None)
 
 
+VFE = family("vfe")
+
+
 class Statistics(NamedTuple):
     """Per-point sums of MATH.md §2 with a_n = L⁻¹k_n, β_n = 1/λ_n (additive over chunks)."""
 
@@ -137,20 +140,32 @@ def solve(stats: Statistics) -> Solved:
     return Solved(L_B, e, stats.s_loglam + log_det_from_cholesky(L_B), stats.s_y - e @ e)
 
 
-def family_objective(stats: Statistics, solved: Solved, noise: Tensor, fam: Family) -> Tensor:
-    """F_α of MATH.md §2 from the statistics: the Gaussian term minus the member's penalty."""
-    F = -0.5 * (stats.n * LOG_2PI + solved.log_det + solved.quad)
+def family_terms(stats: Statistics, solved: Solved, noise: Tensor, fam: Family
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """F_α of MATH.md §2 in three terms (Bauer et al. 2016): data fit −½ yᵀΣ⁻¹y, complexity
+    −½ (N log 2π + log|Σ|), and the member's penalty (VFE's trace term, PEP's, 0 otherwise)."""
+    data_fit = -0.5 * solved.quad
+    complexity = -0.5 * (stats.n * LOG_2PI + solved.log_det)
     if fam.mode == "vfe":
-        return F - 0.5 * stats.s_d / noise  # Titsias' trace term
-    if fam.mode == "pep" and fam.alpha < 1.0:
-        return F - 0.5 * (1.0 - fam.alpha) / fam.alpha * stats.s_pen
-    return F
+        penalty = -0.5 * stats.s_d / noise  # Titsias' trace term
+    elif fam.mode == "pep" and fam.alpha < 1.0:
+        penalty = -0.5 * (1.0 - fam.alpha) / fam.alpha * stats.s_pen
+    else:
+        penalty = torch.zeros_like(data_fit)
+    return data_fit, complexity, penalty
 
 
-def _factor_and_statistics(
+def family_objective(stats: Statistics, solved: Solved, noise: Tensor, fam: Family) -> Tensor:
+    """F_α of MATH.md §2 from the statistics: the sum of `family_terms`."""
+    data_fit, complexity, penalty = family_terms(stats, solved, noise, fam)
+    return data_fit + complexity + penalty
+
+
+def factor_and_statistics(
     kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, fam: Family,
     jitter: float, chunk_size: int | None, compute_dtype: torch.dtype | None,
 ) -> tuple[Tensor, float, Statistics]:
+    """The jittered Cholesky L of Kuu, the relative jitter it used, and the statistics."""
     L, used = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
     return L, used, statistics(kernel, feature, X, y, L, noise, fam, chunk_size, compute_dtype)
 
@@ -165,7 +180,7 @@ def collapsed_objective(
     `compute_dtype` (e.g. float32 on a GPU) is the dtype of the N·M² work, the M×M
     factorisations staying in the dtype of the parameters.
     """
-    _, _, stats = _factor_and_statistics(kernel, feature, X, y, noise, fam, jitter, chunk_size,
+    _, _, stats = factor_and_statistics(kernel, feature, X, y, noise, fam, jitter, chunk_size,
                                          compute_dtype)
     return family_objective(stats, solve(stats), noise, fam)
 
@@ -190,7 +205,7 @@ def posterior_factors(
     jitter: float, chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
 ) -> PosteriorFactors:
     """Factors of the optimal q(u) of every member and of its predictive distribution."""
-    L, used, stats = _factor_and_statistics(kernel, feature, X, y, noise, fam, jitter,
+    L, used, stats = factor_and_statistics(kernel, feature, X, y, noise, fam, jitter,
                                             chunk_size, compute_dtype)
     return factors_from_statistics(L, stats, used)
 
@@ -214,8 +229,13 @@ def titsias_upper_bound(
 
     U = −(N/2) log 2π − ½ log|Qff + σ²I| − ½ yᵀ(Qff + (t + σ²)I)⁻¹y.
     """
-    _, _, vfe = _factor_and_statistics(kernel, feature, X, y, noise, Family("vfe", "vfe", None),
-                                       jitter, chunk_size, compute_dtype)
+    _, _, vfe = factor_and_statistics(kernel, feature, X, y, noise, VFE, jitter, chunk_size,
+                                       compute_dtype)
+    return upper_bound_from_statistics(vfe, noise)
+
+
+def upper_bound_from_statistics(vfe: Statistics, noise: Tensor) -> Tensor:
+    """The Titsias (2014) bound of `titsias_upper_bound` from the VFE statistics."""
     t = vfe.s_d.clamp_min(0.0)
     # Same projections, weights 1/(t + σ²) for the quadratic term.
     shrink = noise / (t + noise)

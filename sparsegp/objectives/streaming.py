@@ -14,6 +14,7 @@ pass, so each rank sees exactly the objective and gradient of all the data.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -37,7 +38,7 @@ def chunk_slices(n: int, size: int) -> Iterator[slice]:
         yield slice(start, min(n, start + size))
 
 
-class Stream:
+class Stream(ABC):
     """How chunks of (X, y) add to a tuple of sums, and the vector-Jacobian product of that.
 
     `inputs` are the differentiable tensors the sums depend on. `zeros()` gives the
@@ -48,11 +49,13 @@ class Stream:
 
     inputs: tuple[Tensor, ...] = ()
 
+    @abstractmethod
     def zeros(self) -> list[Tensor]:
-        raise NotImplementedError
+        """The accumulators, zero."""
 
+    @abstractmethod
     def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
-        raise NotImplementedError
+        """Add one chunk's contribution to the accumulators, in place."""
 
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
         return tuple(acc)
@@ -60,9 +63,10 @@ class Stream:
     def grad_zeros(self, grads: Sequence[Tensor]) -> list[Tensor | None]:
         return [torch.zeros_like(t) if t.requires_grad else None for t in self.inputs]
 
+    @abstractmethod
     def grad_chunk(self, gacc: list[Tensor | None], Xb: Tensor, yb: Tensor,
                    grads: Sequence[Tensor]) -> None:
-        raise NotImplementedError
+        """Add one chunk's contribution to the input gradients, in place."""
 
     def grad_finish(self, gacc: list[Tensor | None], grads: Sequence[Tensor]
                     ) -> list[Tensor | None]:

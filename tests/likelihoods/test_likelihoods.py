@@ -438,7 +438,14 @@ def test_unknown_likelihood_type_is_a_clear_error():
     with pytest.raises(ValueError, match="bad arguments"):
         likelihood_from_config({"type": "Poisson", "args": {"link": "sqrt"}})
 
-    class Exponential(Likelihood):  # subclasses register themselves
-        pass
+    class Exponential(Likelihood):  # subclasses register themselves; rate exp(f)
+        def log_prob(self, f, y):
+            return f - y * torch.exp(f)
+
+        def conditional_mean(self, f):
+            return torch.exp(-f)
+
+        def conditional_variance(self, f):
+            return torch.exp(-2 * f)
 
     assert isinstance(likelihood_from_config(Exponential().config()), Exponential)

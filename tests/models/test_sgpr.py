@@ -172,3 +172,15 @@ def test_jitter_is_relative_and_recorded():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sg.SGPR(X, y, inducing_points=X[:5], jitter=1e-6).posterior()
+
+
+def test_add_inducing_points_appends_in_user_units_and_keeps_a_frozen_z_frozen():
+    X, y = make_problem(2, N=40)
+    m = sg.SGPR(X, y, inducing_points=4, standardize_X=True)
+    m.freeze("inducing_points")
+    before = m.log_marginal_likelihood()
+    m.add_inducing_points(X[:2])
+    assert m.num_inducing == 6
+    np.testing.assert_allclose(m.inducing_points[4:], X[:2], rtol=1e-12, atol=1e-12)
+    assert not m.feature.Z.requires_grad
+    assert m.log_marginal_likelihood() >= before - 1e-9  # VFE: more inducing inputs never hurt
