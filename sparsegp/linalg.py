@@ -54,7 +54,7 @@ def jittered_cholesky(
             if i > 0:
                 warnings.warn(
                     f"Cholesky of {name} ({A.shape[-1]}×{A.shape[-1]}) needed jitter {j:.1e} × "
-                    f"mean diagonal = {j * float(scale):.3e} added to the diagonal "
+                    f"mean diagonal = {j * float(scale.detach()):.3e} added to the diagonal "
                     f"(asked for {jitter:.1e}); the matrix is close to singular",
                     JitterWarning,
                     stacklevel=2,

@@ -29,9 +29,8 @@ from ..linalg import (
     log_det_from_cholesky,
     solve_lower,
     solve_lower_t,
-    whiten_symmetric,
 )
-from .statistics import PowerEPStream, ProjectionStream
+from .statistics import PowerEPStream, WhitenedStream
 from .streaming import auto_chunk_size, streamed_sum
 
 APPROXIMATIONS = ("vfe", "fitc", "dtc", "pep")
@@ -107,22 +106,15 @@ def statistics(
     kuf = cross_covariance(feature, kernel, compute_dtype)
     size = _chunk_size(chunk_size, L.shape[0], kuf.dtype)
     n = int(global_sum(X.shape[0], X))
-    if fam.mode == "pep" or kuf.dtype != L.dtype:
-        # Per-point route: a_n = L⁻¹k_n. VFE and DTC take it too when the N·M² work is in
-        # lower precision, where whitening Kuf Kfu afterwards (below) would lose every digit
-        # (relative error ~ ε·cond(Kuu)); with α = 0 its sums are exactly VFE's.
-        alpha = fam.alpha if fam.mode == "pep" else 0.0
-        stream = PowerEPStream(kuf, L, noise, alpha, L.dtype)
+    if fam.mode == "pep":
+        stream = PowerEPStream(kuf, L, noise, fam.alpha, L.dtype)
         return Statistics(*streamed_sum(stream, X, y, size), n=n)
-    # VFE and DTC: all weights are 1/σ², so only Kuf Kfu and Kuf y are needed (one
-    # symmetric product per chunk). Whitening the M×M product afterwards costs accuracy
-    # when Kuu is ill-conditioned (relative error ~ ε·cond(Kuu)), the price of N·M² flops.
-    P, r, yy, kd = streamed_sum(ProjectionStream(kuf, L.dtype, L.device), X, y, size)
-    Q = whiten_symmetric(L, P)  # L⁻¹ Kuf Kfu L⁻ᵀ
+    # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
+    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype), X, y, size)
     zero = torch.zeros((), dtype=Q.dtype, device=Q.device)
     return Statistics(
         A=Q / noise,
-        c=solve_lower(L, r) / noise,
+        c=r / noise,
         s_y=yy / noise,
         s_loglam=n * torch.log(noise),
         s_d=kd - torch.diagonal(Q).sum(),

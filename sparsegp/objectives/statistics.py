@@ -1,7 +1,8 @@
 """The per-point sums of the collapsed family (MATH.md §2) as streams with hand-derived gradients.
 
-* `ProjectionStream` (VFE, DTC, upper bound): P = Kuf Kfu, r = Kuf y, Σ y², Σ kdiag. One
-  augmented Gram product [Kuf; yᵀ][Kuf; yᵀ]ᵀ per chunk, lower triangle only.
+* `WhitenedStream` (VFE, DTC, upper bound): with a = L⁻¹Kuf, Q = Σ a aᵀ, r = Σ y a, Σ y²,
+  Σ kdiag. One triangular solve and one augmented Gram product [a; yᵀ][a; yᵀ]ᵀ per chunk,
+  lower triangle only.
 * `PowerEPStream` (FITC, PEP): with a = L⁻¹Kuf, d = kdiag − ‖a_n‖², λ = αd + σ², β = 1/λ:
   A = Σ β a aᵀ, c = Σ β y a, Σ β y², Σ log λ, Σ d, Σ log(1 + αd/σ²) — one triangular
   solve and one augmented Gram product of [a√β; (y√β)ᵀ] per chunk.
@@ -52,45 +53,74 @@ def symmetric_from_lower(A: Tensor) -> Tensor:
     return lower + lower.tril(-1).mT
 
 
-class ProjectionStream(Stream):
-    """Σ over chunks of (Kuf Kfu [M, M], Kuf y [M], yᵀy [], Σ kdiag [])."""
+class WhitenedStream(Stream):
+    """Σ over chunks of (Q = Σ a_n a_nᵀ [M, M], r = Σ y_n a_n [M], Σ y², Σ kdiag) with a = L⁻¹Kuf.
 
-    def __init__(self, kuf: CrossCovariance, acc_dtype: torch.dtype, device: torch.device) -> None:
-        self.kuf, self.inputs, self.acc_dtype, self.device = kuf, kuf.inputs, acc_dtype, device
+    Whitening each chunk before accumulating keeps Q a Gram matrix of computed vectors, hence
+    positive semi-definite to rounding (ε‖Q‖) however ill-conditioned Kuu is; whitening the
+    accumulated Kuf Kfu afterwards instead would cost only the Gram product but carries an
+    error ε·cond(Kuu)·‖Kuf Kfu‖ that makes I + Q/σ² indefinite on ordinary data (small noise,
+    long lengthscales, N = 10⁴). Forward: one triangular solve and one lower-triangle Gram
+    product of [a; yᵀ] per chunk.
+
+    Backward: F depends on a_n only through ⟨G, Q⟩/2 + ⟨g_r, r⟩ with G = g_Q + g_Qᵀ, so
+    ∂K = L⁻ᵀ(G a + g_r yᵀ) = [L⁻ᵀGL⁻¹, L⁻ᵀg_r][K; yᵀ] — one product with an M×(M+1) matrix
+    formed once, no solve per chunk — and ∂L = −L⁻ᵀ Σ ∂a aᵀ = −L⁻ᵀ(G Q + g_r rᵀ) from the
+    sums themselves (lower triangle).
+    """
+
+    def __init__(self, kuf: CrossCovariance, L: Tensor, acc_dtype: torch.dtype) -> None:
+        self.kuf, self.acc_dtype = kuf, acc_dtype
+        self.inputs = (*kuf.inputs, L)
         self.M = kuf.num_inducing
+        self.L = L.detach().to(kuf.dtype)
+        self._L_acc = L.detach().to(acc_dtype)
 
-    def _augmented(self, Xb: Tensor, yb: Tensor) -> Tensor:
-        KA = torch.empty(self.M + 1, Xb.shape[0], dtype=self.kuf.dtype, device=Xb.device)
-        self.kuf.value(Xb, out=KA[: self.M])
-        KA[self.M] = yb
-        return KA
+    def _chunk(self, Xb: Tensor, yb: Tensor, whiten: bool) -> tuple[Tensor, Tensor]:
+        """Kuf_b and [a; yᵀ] (whiten) or [Kuf_b; yᵀ] in one [M + 1, B] buffer."""
+        KY = torch.empty(self.M + 1, Xb.shape[0], dtype=self.kuf.dtype, device=Xb.device)
+        K = self.kuf.value(Xb) if whiten else self.kuf.value(Xb, out=KY[: self.M])
+        if whiten:
+            torch.linalg.solve_triangular(self.L, K, upper=False, out=KY[: self.M])
+        KY[self.M] = yb
+        return K, KY
 
     def zeros(self) -> list[Tensor]:
-        return [torch.zeros(self.M + 1, self.M + 1, dtype=self.acc_dtype, device=self.device),
-                torch.zeros((), dtype=self.acc_dtype, device=self.device)]
+        z = self._L_acc.new_zeros
+        return [z(self.M + 1, self.M + 1), z(())]
 
     def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
-        add_gram_lower_(acc[0], self._augmented(Xb, yb))
+        _, AY = self._chunk(Xb, yb, whiten=True)
+        add_gram_lower_(acc[0], AY)
         acc[1].add_(self.kuf.kdiag(Xb).sum().to(self.acc_dtype))
 
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
-        PA, M = symmetric_from_lower(acc[0]), self.M
-        return PA[:M, :M], PA[M, :M].contiguous(), PA[M, M], acc[1]
+        QA, M = symmetric_from_lower(acc[0]), self.M
+        self._QA = QA  # this shard's sums, for the backward pass (the outputs get reduced)
+        return QA[:M, :M].clone(), QA[M, :M].clone(), QA[M, M].clone(), acc[1]
 
     def grad_zeros(self, grads: Sequence[Tensor]) -> list:
-        gP, gr = grads[0], grads[1]
-        # ∂/∂Kuf of ⟨gP, Kuf Kfu⟩ + ⟨gr, Kuf y⟩ = [gP + gPᵀ, gr] [Kuf; yᵀ]
-        self._G = torch.cat([gP + gP.mT, gr[:, None]], 1).to(self.kuf.dtype)
+        gQ, gr = grads[0].to(self.acc_dtype), grads[1].to(self.acc_dtype)
+        L = self._L_acc
+        self._G, self._gr = gQ + gQ.mT, gr
+        T = torch.linalg.solve_triangular(L.mT, self._G, upper=True)  # L⁻ᵀG
+        LGL = torch.linalg.solve_triangular(L.mT, T.mT, upper=True)  # L⁻ᵀGᵀL⁻¹ = L⁻ᵀGL⁻¹
+        Lg = torch.linalg.solve_triangular(L.mT, gr[:, None], upper=True)
+        self._H = torch.cat([0.5 * (LGL + LGL.mT), Lg], 1).to(self.kuf.dtype)  # [M, M + 1]
         self._gkd = grads[3].to(self.kuf.dtype)
         return self.kuf.grad_zeros()
 
     def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]) -> None:
-        KA = self._augmented(Xb, yb)
-        gK = self._G @ KA
-        self.kuf.grad_chunk(gacc, Xb, KA[: self.M], gK, self._gkd.expand(Xb.shape[0]))
+        K, KY = self._chunk(Xb, yb, whiten=False)
+        gK = self._H @ KY
+        self.kuf.grad_chunk(gacc, Xb, K, gK, self._gkd.expand(Xb.shape[0]))
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
-        return self.kuf.grad_finish(gacc)
+        M, QA = self.M, self._QA
+        ga_a = self._G @ QA[:M, :M] + torch.outer(self._gr, QA[M, :M])  # Σ ∂a aᵀ
+        gL = -torch.linalg.solve_triangular(self._L_acc.mT, ga_a, upper=True).tril()
+        L = self.inputs[-1]
+        return [*self.kuf.grad_finish(gacc), gL.to(L.dtype)]
 
 
 class PowerEPStream(Stream):
