@@ -4,18 +4,19 @@ DTC, FITC, VFE and Power EP as one family (Bui, Yan & Turner 2017), with the exa
 reference and bounds that tell how good an approximation is.
 """
 
-__version__ = "0.1.0"
-
-from . import datasets, diagnostics, distributed, kernels, likelihoods  # noqa: E402
-from .diagnostics import ApproximationWarning, Diagnostics, select_inducing  # noqa: E402
+from . import datasets, diagnostics, distributed, features, kernels, likelihoods  # noqa: E402
+from .diagnostics import ApproximationWarning, Diagnostics  # noqa: E402
 from .distributed import DistributedError  # noqa: E402
 from .features import InducingPoints  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
 from .models import GPR, SGPC, SGPR, SVGP, load  # noqa: E402
 from .training import FitResult  # noqa: E402
+from .version import __version__  # noqa: E402
+from .workflows import select_inducing  # noqa: E402
 
 __all__ = [
-    "GPR", "SGPR", "SGPC", "SVGP", "load", "kernels", "likelihoods", "datasets", "InducingPoints",
+    "GPR", "SGPR", "SGPC", "SVGP", "load", "kernels", "likelihoods", "datasets", "features",
+    "InducingPoints",
     "FitResult", "diagnostics", "select_inducing", "Diagnostics", "ApproximationWarning",
     "CholeskyError", "JitterWarning", "DistributedError", "distributed", "__version__",
 ]

@@ -8,10 +8,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
 from .kernels import Matern12, Matern32, Matern52, SquaredExponential
 from .objectives.collapsed import APPROXIMATIONS
 from .tabular import read_csv, select_columns, write_csv
+from .version import __version__
 
 KERNELS = {"se": SquaredExponential, "matern12": Matern12, "matern32": Matern32,
            "matern52": Matern52}

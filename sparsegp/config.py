@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import torch
 
-#: dtype of every model unless the data are float32 tensors or `dtype=` says otherwise.
+#: dtype of every model unless the data are float32 tensors or `dtype=` says otherwise. A
+#: float32 model does its heavy N·M² work in float32; its parameters, stored data and every
+#: M×M factorisation stay in `PARAMETER_DTYPE` (float32 Cholesky factors of kernel matrices
+#: are not robust: rounding alone makes them indefinite).
 DEFAULT_DTYPE = torch.float64
+
+#: dtype of every parameter, stored data set and factorisation, whatever the model's dtype.
+PARAMETER_DTYPE = torch.float64
 
 #: Jitter added to Kuu, relative to the mean of its diagonal (MATH.md §7).
 DEFAULT_JITTER = 1e-6
@@ -34,4 +40,4 @@ CHUNK_MEMORY_BYTES = 32 * 2**20
 CHUNK_TEMPORARIES = 4
 
 #: Format version written by `save()`; `load()` refuses other versions.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2

@@ -83,12 +83,6 @@ def solve_lower_t(L: Tensor, B: Tensor) -> Tensor:
     return torch.linalg.solve_triangular(L.mT, B, upper=True)
 
 
-def whiten_symmetric(L: Tensor, P: Tensor) -> Tensor:
-    """L⁻¹ P L⁻ᵀ for symmetric P, symmetrised. Shapes: [M, M] -> [M, M]."""
-    Q = solve_lower(L, solve_lower(L, P).mT)
-    return 0.5 * (Q + Q.mT)
-
-
 def log_det_from_cholesky(L: Tensor) -> Tensor:
     """log|A| from its Cholesky factor L (A = L Lᵀ)."""
     return 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)

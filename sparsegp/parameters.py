@@ -48,26 +48,31 @@ class Parameterised(nn.Module):
         self._priors: dict[str, Prior] = {}
 
     # -- declaring parameters -------------------------------------------------------------
-    def _add_positive(self, name: str, value: Any, floor: float) -> None:
-        t = self._checked_positive(name, value, floor)
+    def _add_positive(self, name: str, value: Any, floor: float, max_dim: int = 1) -> None:
+        t = self._checked_positive(name, value, floor, max_dim)
         self._floors[name] = floor
         self.register_parameter("raw_" + name, nn.Parameter(inverse_softplus_floor(t, floor)))
 
     def _add_free(self, name: str, value: Tensor) -> None:
         self.register_parameter(name, nn.Parameter(value))
 
-    def _checked_positive(self, name: str, value: Any, floor: float) -> Tensor:
+    def _checked_positive(self, name: str, value: Any, floor: float, max_dim: int = 1) -> Tensor:
         ref = next(iter(self.parameters()), None)
         dtype = ref.dtype if ref is not None else DEFAULT_DTYPE
         device = ref.device if ref is not None else None
         t = torch.as_tensor(value, dtype=dtype, device=device).detach().clone()
-        if t.dim() > 1:
-            raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {tuple(t.shape)}")
+        if t.dim() > max_dim:
+            what = "a scalar or a 1-D array" if max_dim == 1 else f"at most {max_dim}-D"
+            raise ValueError(f"{name} must be {what}; got shape {tuple(t.shape)}")
         if t.numel() == 0:
             raise ValueError(f"{name} must not be empty")
-        if not bool(torch.isfinite(t).all()) or bool((t <= floor).any()):
+        bad = ~torch.isfinite(t) | (t <= floor)
+        if bool(bad.any()):
+            first = t[bad].flatten()[:3].tolist()
             raise ValueError(
-                f"{name} must be finite and greater than its floor {floor:g}; got {t.tolist()}"
+                f"{name} must be finite and greater than its floor {floor:g}; got "
+                f"{', '.join(f'{v:.4g}' for v in first)}{' …' if int(bad.sum()) > 3 else ''}"
+                f"{'' if t.dim() == 0 else f' ({int(bad.sum())} of {t.numel()} values)'}"
             )
         return t
 
@@ -93,7 +98,7 @@ class Parameterised(nn.Module):
             return
         floor = module._floors[leaf]
         raw = module._raw(leaf)
-        t = module._checked_positive(name, value, floor).to(raw.dtype)
+        t = module._checked_positive(name, value, floor, max(1, raw.dim())).to(raw.dtype)
         new_raw = inverse_softplus_floor(t, floor)
         if new_raw.shape == raw.shape:
             with torch.no_grad():

@@ -16,10 +16,11 @@ import torch
 from torch import Tensor, nn
 
 from . import covariances as cov
-from .cross_covariance import cross_covariance
+from .chunking import auto_chunk_size, chunk_slices
+from .conditionals import WhitenedGaussian, fold, folded_conditional
+from .covariances import cross_covariance
 from .kernels.base import Kernel
 from .linalg import solve_lower, solve_lower_t
-from .objectives.streaming import auto_chunk_size, chunk_slices
 
 
 def frozen_copy(module: nn.Module) -> nn.Module:
@@ -81,98 +82,64 @@ class Posterior(ABC):
 
 
 class SparsePosterior(Posterior):
-    """q(f*) = ∫ p(f* | u) q(u) du for the collapsed family (MATH.md §2):
+    """q(f*) = ∫ p(f* | u) q(u) du for inducing variables u (every sparse model):
 
-    mean = k*ᵀ w, var = k** − ‖L⁻¹k*‖² + ‖L_B⁻¹L⁻¹k*‖² = k** − ‖C k*‖², w = L⁻ᵀL_B⁻ᵀe
-    (see `objectives.collapsed.PosteriorFactors`).
+    q(v) = N(m, S) for v = L⁻¹u, L = chol(Kuu), and the conditional of `conditionals.py` gives
+    mean a*ᵀm and variance k** − ‖a*‖² + a*ᵀSa*, a* = L⁻¹k_u* (folded once into operators
+    so that a block of test points costs one matrix product). For the collapsed family and
+    Power EP S = B⁻¹ (MATH.md §2, §5), for SVGP S is the variational covariance (§4).
+    Shapes: q.mean [M, C]; predictions [N*] for one latent function, [N*, C] for several.
     """
 
-    def __init__(
-        self, kernel: Kernel, feature: nn.Module, L: Tensor, L_B: Tensor, w: Tensor,
-        C: Tensor, noise_variance: Tensor, jitter: float = 0.0,
-    ) -> None:
+    def __init__(self, kernel: Kernel, feature: nn.Module, L: Tensor, q: WhitenedGaussian,
+                 noise_variance: Tensor, jitter: float = 0.0) -> None:
         self.kernel = frozen_copy(kernel)
         self.feature = frozen_copy(feature)
-        self.L, self.L_B, self.w, self.C = L.detach(), L_B.detach(), w.detach(), C.detach()
+        self.L = L.detach()
+        self.q = WhitenedGaussian(q.mean.detach(), q.root.detach(), bool(q.precision))
+        self._folded = fold(self.L, self.q)  # prediction: one product per block, no solves
         self._kuf = cross_covariance(self.feature, self.kernel)  # fast chunk evaluation
         self.noise_variance = noise_variance.detach()
         self.jitter = jitter
 
+    @property
+    def num_latent(self) -> int:
+        return self.q.mean.shape[1]
+
     def _rows_per_chunk(self) -> int:
-        return auto_chunk_size(self.L.shape[0], self.L.element_size())
+        return auto_chunk_size(self.L.shape[0] * (1 + self.num_latent), self.L.element_size())
 
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising
         # an acquisition function through the posterior)
-        if Xs.requires_grad:
-            Kus = cov.Kuf(self.feature, self.kernel, Xs)  # [M, B]
-        else:
-            Kus = self._kuf.value(Xs)
-        mean = Kus.mT @ self.w
-        V = self.C @ Kus
-        if full_cov:
-            return mean, self.kernel.K(Xs) - V.mT @ V
-        return mean, (self.kernel.K_diag(Xs) - (V * V).sum(0)).clamp_min(0.0)
+        Kus = cov.Kuf(self.feature, self.kernel, Xs) if Xs.requires_grad else self._kuf.value(Xs)
+        kff = self.kernel.K(Xs) if full_cov else self.kernel.K_diag(Xs)
+        mean, var = folded_conditional(Kus.to(self.L.dtype), kff, self._folded, full_cov)
+        if self.num_latent == 1:
+            return mean[:, 0], (var[0] if full_cov else var[:, 0])
+        return mean, var
+
+    @property
+    def q_mu(self) -> Tensor:
+        """Mean of q(u) = L m. Shape [M, C]."""
+        return self.L @ self.q.mean
+
+    @property
+    def q_cov(self) -> Tensor:
+        """Covariance of q(u) = L S Lᵀ. Shape [C, M, M]."""
+        return self.L @ self.q.covariance @ self.L.mT
 
     def state(self) -> dict[str, Any]:
-        return {"L": self.L, "L_B": self.L_B, "w": self.w, "C": self.C,
-                "noise_variance": self.noise_variance, "jitter": self.jitter}
+        return {"L": self.L, "q_mean": self.q.mean, "q_root": self.q.root,
+                "q_precision": self.q.precision, "noise_variance": self.noise_variance,
+                "jitter": self.jitter}
 
     @classmethod
     def from_state(cls, kernel: Kernel, feature: nn.Module, saved: dict[str, Any]
                    ) -> SparsePosterior:
         """The posterior whose `state()` was `saved`."""
-        return cls(kernel, feature, saved["L"], saved["L_B"], saved["w"], saved["C"],
-                   saved["noise_variance"], saved["jitter"])
-
-    @property
-    def q_mu(self) -> Tensor:
-        """Mean of q(u) = Kuu w. Shape [M]."""
-        return self.L @ (self.L.mT @ self.w)
-
-    @property
-    def q_cov(self) -> Tensor:
-        """cov q(u) = Kuu (Kuu + Kuf Λ⁻¹ Kfu)⁻¹ Kuu = L B⁻¹ Lᵀ. Shape [M, M]."""
-        T = solve_lower(self.L_B, self.L.mT)  # L_B⁻¹ Lᵀ
-        return T.mT @ T
-
-
-class VariationalPosterior(Posterior):
-    """q(f*) for an explicit q(u) (SVGP; Hensman et al. 2013), C latent functions sharing Kuu:
-
-    whitened (u = Lv, q(v) = N(m, S)): mean = aᵀm, var = k** − ‖a‖² + ‖L_Sᵀa‖², a = L⁻¹k*;
-    not whitened (q(u) = N(m, S)): the same with m, L_S replaced by L⁻¹m, L⁻¹L_S.
-    Shapes: q_mu [M, C], q_sqrt [C, M, M] (lower triangular); outputs [N*, C].
-    """
-
-    def __init__(self, kernel: Kernel, feature: nn.Module, L: Tensor, q_mu: Tensor,
-                 q_sqrt: Tensor, whiten: bool, jitter: float = 0.0) -> None:
-        self.kernel = frozen_copy(kernel)
-        self.feature = frozen_copy(feature)
-        self.L = L.detach()
-        q_mu, q_sqrt = q_mu.detach(), q_sqrt.detach().tril()
-        if not whiten:  # express q(u) in whitened coordinates once
-            q_mu = solve_lower(self.L, q_mu)
-            q_sqrt = torch.linalg.solve_triangular(self.L, q_sqrt, upper=False)
-        self.q_mu, self.q_sqrt = q_mu, q_sqrt  # whitened
-        self.noise_variance = torch.zeros((), dtype=L.dtype, device=L.device)
-        self.jitter = jitter
-
-    def _rows_per_chunk(self) -> int:
-        return auto_chunk_size(self.L.shape[0] * (1 + self.q_mu.shape[1]), self.L.element_size())
-
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
-        A = solve_lower(self.L, cov.Kuf(self.feature, self.kernel, Xs))  # [M, B]
-        mean = A.mT @ self.q_mu  # [B, C]
-        SA = self.q_sqrt.mT @ A  # [C, M, B]
-        if full_cov:
-            base = self.kernel.K(Xs) - A.mT @ A
-            return mean, base + SA.mT @ SA  # [C, B, B]
-        var = self.kernel.K_diag(Xs) - (A * A).sum(0)
-        return mean, (var[:, None] + (SA * SA).sum(1).mT).clamp_min(0.0)
-
-    def state(self) -> dict[str, Any]:
-        return {"L": self.L, "q_mu": self.q_mu, "q_sqrt": self.q_sqrt, "jitter": self.jitter}
+        q = WhitenedGaussian(saved["q_mean"], saved["q_root"], bool(saved["q_precision"]))
+        return cls(kernel, feature, saved["L"], q, saved["noise_variance"], saved["jitter"])
 
 
 class ExactPosterior(Posterior):

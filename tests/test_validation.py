@@ -95,5 +95,9 @@ def test_prediction_input_errors():
 def test_float32_data_give_a_float32_model():
     m = sg.SGPR(torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32),
                 inducing_points=5)
-    assert m.dtype == torch.float32 and m.feature.Z.dtype == torch.float32
+    # the N·M² work and the outputs are float32; parameters and factorisations float64
+    assert m.dtype == torch.float32 and m.compute_dtype == torch.float32
+    assert m.feature.Z.dtype == torch.float64
     assert np.isfinite(m.log_marginal_likelihood())
+    mean, var = m.predict(torch.tensor(X[:4], dtype=torch.float32))
+    assert mean.dtype == var.dtype == np.float32

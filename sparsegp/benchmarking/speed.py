@@ -67,7 +67,7 @@ def worker(spec: dict) -> dict:
 
     import sparsegp as sg
     from sparsegp.benchmarking.naive import naive_collapsed
-    from sparsegp.objectives.streaming import auto_chunk_size
+    from sparsegp.chunking import auto_chunk_size
 
     N, M, method, repeats = spec["N"], spec["M"], spec["method"], spec["repeats"]
     X, y, Z = _problem(N, M)

@@ -28,10 +28,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import covariances as cov
+from ..chunking import chunk_slices
 from ..features.inducing_points import InducingPoints
 from ..linalg import solve_lower
 from ..objectives.collapsed import factor_and_statistics, family_terms, solve
-from ..objectives.streaming import chunk_slices
+from .view import RegressionView, view_of
 
 #: Elements of one [data chunk × candidate chunk] temporary (8 MB in float64).
 _BLOCK_ELEMENTS = 2**20
@@ -51,7 +53,7 @@ class ObjectiveTerms(NamedTuple):
 
 @dataclass(frozen=True)
 class InducingGain:
-    """Change of each objective term from adding one inducing input at each candidate.
+    """Change of each objective term from adding one inducing point at each candidate.
 
     Shapes: candidates [C, D] (units of X), every other array [C]. `method` is 'rank-one'
     (vectorised closed form: VFE, DTC) or 'brute-force' (objective recomputed with M + 1
@@ -74,91 +76,92 @@ class InducingGain:
         return int(np.argmax(self.total))
 
 
-def _require_inducing_points(model: Any) -> None:
-    if not isinstance(getattr(model, "feature", None), InducingPoints):
-        raise TypeError(
-            "inducing-input gains need an SGPR model with inducing points (model.feature an "
-            f"InducingPoints); got {type(model).__name__}"
-        )
-    model._require_data()
+def _view(model: Any) -> RegressionView:
+    view = view_of(model)
+    if view.problem is None:
+        raise TypeError("inducing-variable gains need a sparse model (SGPR); got "
+                        f"{type(model).__name__}")
+    return view
 
 
-def objective_terms(model: Any, inducing_inputs: Tensor | None = None) -> ObjectiveTerms:
+def objective_terms(model: Any, feature: Any = None) -> ObjectiveTerms:
     """The model's objective split into its three terms, in the units of y.
 
-    `inducing_inputs` [M', D] in the model's internal units replaces Z (default: the model's).
-    The terms sum to `model.log_marginal_likelihood()` for the same Z.
+    `feature` (an inducing feature, or inducing inputs [M', D], in the model's internal units)
+    replaces the model's inducing variables. The terms sum to `model.log_marginal_likelihood()`
+    for the same inducing variables.
     """
-    _require_inducing_points(model)
+    view = _view(model)
+    return _terms(view, view.problem.feature if feature is None else feature)
+
+
+def _terms(view: RegressionView, feature: Any) -> ObjectiveTerms:
+    if isinstance(feature, Tensor):
+        feature = InducingPoints(feature.detach())
+    p = view.problem._replace(feature=feature, compute_dtype=None)
     with torch.no_grad():
-        Z = model.feature.Z.detach() if inducing_inputs is None else inducing_inputs
-        feature = InducingPoints(Z)
-        noise = model.value("noise_variance").detach()
-        _, _, stats = factor_and_statistics(model.kernel, feature, model.X, model.y, noise,
-                                            model._family, model.jitter, model.chunk_size, None)
-        fit, complexity, trace = family_terms(stats, solve(stats), noise, model._family)
-        return ObjectiveTerms(float(fit), float(complexity) + model._objective_offset(),
-                              float(trace))
+        _, _, stats = factor_and_statistics(p)
+        fit, complexity, trace = family_terms(stats, solve(stats), p.noise, p.fam)
+    return ObjectiveTerms(float(fit), float(complexity) + view.offset, float(trace))
 
 
 def inducing_gain(model: Any, candidates: Any) -> InducingGain:
-    """ΔF of each objective term from adding one inducing input at each candidate location.
+    """ΔF of each objective term from adding one inducing point at each candidate location.
 
     Shapes: candidates [C, D] in the units of X. Nothing is refitted: the hyperparameters and
-    the other inducing inputs stay as they are. For VFE and DTC the vectorised rank-one
-    formula (module docstring; Bauer et al. 2016, van der Wilk 2018 App. B) costs
-    O(C·N·M + N·M²) time and O(B·C + C·M + M²) memory, streamed over chunks of the data.
-    FITC and Power EP change the per-point effective noise λ_n as well (not a rank-one
-    update), so they are evaluated by brute force: the objective recomputed with M + 1
-    inducing inputs for every candidate, O(C·N·M²). Not for data sharded over processes.
+    the other inducing variables stay as they are; the model's inducing variables may be any
+    feature (the added one is a function value f(z), whose covariances with them are
+    `Kuf(feature, z)`). For VFE and DTC the vectorised rank-one formula (module docstring;
+    Bauer et al. 2016, van der Wilk 2018 App. B) costs O(C·N·M + N·M²) time and
+    O(B·C + C·M + M²) memory, streamed over chunks of the data. FITC and Power EP change the
+    per-point effective noise λ_n as well (not a rank-one update), so they are evaluated by
+    brute force: the objective recomputed with M + 1 inducing variables for every candidate,
+    O(C·N·M²). Not for data sharded over processes.
     """
-    _require_inducing_points(model)
-    Zc = model._internal_inputs(candidates, "candidates")
-    if model._family.mode in ("vfe", "dtc"):
-        fit, complexity, trace = _rank_one_gain(model, Zc)
+    view = _view(model)
+    Zc = view.internal(candidates)
+    if view.problem.fam.mode in ("vfe", "dtc"):
+        fit, complexity, trace = _rank_one_gain(view, Zc)
         method = "rank-one"
     else:
-        fit, complexity, trace = _brute_force_gain(model, Zc)
+        fit, complexity, trace = _brute_force_gain(view, Zc)
         method = "brute-force"
-    user = (Zc * model.x_scale + model.x_shift).cpu().numpy()
-    return InducingGain(user, fit, complexity, trace, method)
+    return InducingGain(view.user(Zc).cpu().numpy(), fit, complexity, trace, method)
 
 
-def _brute_force_gain(model: Any, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    Z = model.feature.Z.detach()
-    base = objective_terms(model)
+def _brute_force_gain(view: RegressionView, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    feature = view.problem.feature
+    base = _terms(view, feature)
     out = np.zeros((3, Zc.shape[0]))
     for i in range(Zc.shape[0]):
-        t = objective_terms(model, torch.cat([Z, Zc[i:i + 1]], 0))
+        t = _terms(view, feature.extended(Zc[i:i + 1]))
         out[:, i] = (t.data_fit - base.data_fit, t.complexity - base.complexity,
                      t.trace - base.trace)
     return out[0], out[1], out[2]
 
 
-def _rank_one_gain(model: Any, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rank_one_gain(view: RegressionView, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rank-one formula for VFE (and DTC, without its trace change), vectorised over Zc."""
-    kernel, X, y = model.kernel, model.X, model.y
+    p = view.problem._replace(compute_dtype=None)
+    kernel, feature, X, y, noise = p.kernel, p.feature, p.X, p.y, p.noise
     with torch.no_grad():
-        Z = model.feature.Z.detach()
-        noise = model.value("noise_variance").detach()
-        L, used, stats = factor_and_statistics(kernel, model.feature, X, y, noise, model._family,
-                                               model.jitter, model.chunk_size, None)
-        # the jitter the (M+1)-point Kuu gets
-        eps = used * float(kernel.K_diag(Z).mean())
+        L, used, stats = factor_and_statistics(p)
+        # the jitter the (M+1)-variable Kuu gets
+        eps = used * float(torch.diagonal(cov.Kuu(feature, kernel)).mean())
         s = solve(stats)  # B = I + VVᵀ/σ² = L_B L_Bᵀ, e = L_B⁻¹ V y/σ²
-        M, N, C = Z.shape[0], X.shape[0], Zc.shape[0]
+        M, N, C = feature.num_inducing, X.shape[0], Zc.shape[0]
         c_size = min(C, 1024)
         d_size = max(1, min(N, _BLOCK_ELEMENTS // max(c_size, M)))
         parts = []
         for cs in chunk_slices(C, c_size):
             Zb = Zc[cs]
-            a = solve_lower(L, kernel.K(Z, Zb))  # [M, Cb]  L⁻¹k_uz
+            a = solve_lower(L, cov.Kuf(feature, kernel, Zb))  # [M, Cb]  L⁻¹k_uz
             c = kernel.K_diag(Zb) + eps - (a * a).sum(0)  # [Cb]  Schur complement
             rr = torch.zeros(a.shape[1], dtype=a.dtype, device=a.device)
             yr = torch.zeros_like(rr)
             Vr = torch.zeros_like(a)
             for ds in chunk_slices(N, d_size):
-                V = solve_lower(L, kernel.K(Z, X[ds]))  # [M, B]  L⁻¹Kuf
+                V = solve_lower(L, cov.Kuf(feature, kernel, X[ds]))  # [M, B]  L⁻¹Kuf
                 r = V.mT @ a - kernel.K(X[ds], Zb)  # [B, Cb]  √c·b
                 rr += (r * r).sum(0)
                 yr += y[ds] @ r
@@ -171,9 +174,8 @@ def _rank_one_gain(model: Any, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.n
             S = S.clamp_min(0.0)
             fit = 0.5 * T * T / (c_safe + S)
             complexity = -0.5 * torch.log1p(S / c_safe)
-            trace = 0.5 * rr / (c_safe * noise) if model._family.mode == "vfe" else torch.zeros_like(c)
+            trace = 0.5 * rr / (c_safe * noise) if p.fam.mode == "vfe" else torch.zeros_like(c)
             zero = torch.zeros_like(c)
             parts.append(torch.stack([torch.where(valid, t, zero) for t in (fit, complexity, trace)]))
         out = torch.cat(parts, 1).cpu().numpy()
     return out[0], out[1], out[2]
-

@@ -1,11 +1,12 @@
 """Is my approximation good? A report on a fitted GPR/SGPR (Bauer, van der Wilk & Rasmussen 2016).
 
-At the model's current hyperparameters and inducing inputs the report sandwiches the exact
+At the model's current hyperparameters and inducing variables the report sandwiches the exact
 log evidence (MATH.md §3): the VFE lower bound (Titsias 2009) ≤ log p(y) ≤ the upper bound
 (Titsias 2014). A FITC/PEP/DTC objective above the upper bound proves that it over-estimates
 log p(y). It also checks the three failure modes Bauer et al. (2016) describe: a noise
-variance collapsed towards zero (FITC), inducing inputs merged on top of each other (FITC's
-clumping: fewer effective inducing inputs than M), and inducing inputs far from all data.
+variance collapsed towards zero (FITC), inducing variables merged on top of each other (FITC's
+clumping: fewer effective inducing variables than M), and inducing variables far from all data.
+The checks work on a `RegressionView` that the model hands over (any inducing feature).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..distributed import is_distributed
+from .. import covariances as cov
+from ..chunking import chunk_slices
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel, Stationary
 from ..linalg import JitterWarning
 from ..objectives.collapsed import (
     VFE,
+    collapsed_objective,
     factor_and_statistics,
     family_objective,
     solve,
@@ -32,7 +35,7 @@ from ..objectives.collapsed import (
     upper_bound_from_statistics,
 )
 from ..objectives.exact import exact_log_marginal_likelihood
-from ..objectives.streaming import chunk_slices
+from .view import RegressionView, approximation_label, view_of
 
 
 class ApproximationWarning(UserWarning):
@@ -44,11 +47,12 @@ class Diagnostics:
     """What `diagnose` found. Objectives are in the units of y (as `log_marginal_likelihood`).
 
     `exact` is log p(y) at the current hyperparameters when it was computed (always for GPR,
-    for SGPR when N ≤ `exact_max_data`), else None. `gap` = upper_bound − lower_bound ≥ 0.
+    for SGPR when N ≤ `exact_max_data`), else None. `gap` = upper_bound − lower_bound ≥ 0 at
+    the model's own inducing variables; `certified_gap` uses the best upper bound (also the
+    one with `tight_num_inducing` inducing variables: the model's plus data inputs; any
+    inducing set gives a valid bound) — the gap the warning speaks of.
     `noise_ratio` = σ² / var(y). `effective_num_inducing` counts groups of merged inducing
-    inputs (None for GPR); `merged_pairs` and `far_inducing` index rows of the inducing inputs.
-    `tight_upper_bound` is the upper bound with `tight_num_inducing` inducing inputs (the
-    model's plus data inputs; any inducing set gives a valid bound), at most `upper_bound`.
+    variables (None for GPR); `merged_pairs` and `far_inducing` index them.
     """
 
     model: str
@@ -75,23 +79,36 @@ class Diagnostics:
         """True when no check tripped."""
         return not self.warnings
 
+    @property
+    def best_upper_bound(self) -> float:
+        return self.upper_bound if self.tight_upper_bound is None else min(
+            self.upper_bound, self.tight_upper_bound)
+
+    @property
+    def certified_gap(self) -> float:
+        """Best upper bound − VFE lower bound: how far log p(y) can be from the lower bound."""
+        return self.best_upper_bound - self.lower_bound
+
     def __str__(self) -> str:
         N = self.num_data
         rows = [(f"objective ({self.approximation})", f"{self.objective:.4f}"),
                 ("VFE lower bound (Titsias 2009)", f"{self.lower_bound:.4f}"),
                 ("exact log p(y)", "not computed" if self.exact is None else f"{self.exact:.4f}"),
-                ("upper bound (Titsias 2014)", f"{self.upper_bound:.4f}")]
+                (f"upper bound (Titsias 2014), M = {self.num_inducing}"
+                 if self.num_inducing is not None else "upper bound", f"{self.upper_bound:.4f}")]
         if self.tight_upper_bound is not None:
             rows.append((f"upper bound with M = {self.tight_num_inducing}",
                          f"{self.tight_upper_bound:.4f}"))
         rows += [
-                ("gap upper − lower", f"{self.gap:.4f}  ({self.gap / N:.4f} per data point)"),
-                ("objective above upper bound", "YES" if self.exceeds_upper_bound else "no"),
-                ("noise variance", f"{self.noise_variance:.4g}  ({self.noise_ratio:.3g} × var(y))")]
+            ("gap upper − lower (same M)", f"{self.gap:.4f}  ({self.gap / N:.4f} per data point)"),
+            ("gap best upper − lower", f"{self.certified_gap:.4f}  "
+                                       f"({self.certified_gap / N:.4f} per data point)"),
+            ("objective above upper bound", "YES" if self.exceeds_upper_bound else "no"),
+            ("noise variance", f"{self.noise_variance:.4g}  ({self.noise_ratio:.3g} × var(y))")]
         if self.num_inducing is not None:
-            rows += [("inducing inputs M", f"{self.num_inducing}, effectively "
+            rows += [("inducing variables M", f"{self.num_inducing}, effectively "
                       f"{self.effective_num_inducing} ({len(self.merged_pairs)} merged pairs)"),
-                     ("inducing inputs far from data", str(len(self.far_inducing)))]
+                     ("inducing variables far from data", str(len(self.far_inducing)))]
         width = max(len(r[0]) for r in rows)
         lines = [f"Diagnostics of {self.model} on N = {N} points"]
         lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
@@ -108,11 +125,12 @@ def diagnose(
     noise_fraction: float = 1e-3, gap_per_point: float = 0.1, exact_max_data: int = 1000,
     extra_inducing: int | None = None,
 ) -> Diagnostics:
-    """Sandwich bounds and health checks of an SGPR (any approximation) or a GPR.
+    """Sandwich bounds and health checks of an SGPR (any approximation, any inducing feature)
+    or a GPR.
 
-    At the model's own inducing inputs no member of the family can exceed the upper bound
+    At the model's own inducing variables no member of the family can exceed the upper bound
     (Λ ⪰ σ²I and t ≥ max d_n), so over-estimation is tested against a tighter bound too: the
-    Titsias (2014) bound with the inducing inputs plus `extra_inducing` data inputs drawn at
+    Titsias (2014) bound with the inducing variables plus `extra_inducing` data inputs drawn at
     random (seeded; default min(N, max(2M, 200))), valid because any inducing set gives an
     upper bound on log p(y) (Bauer et al. 2016 grow M the same way).
 
@@ -120,12 +138,15 @@ def diagnose(
     * a non-VFE objective above that upper bound, or above the exact log evidence when that
       is computed (proof of over-estimation, Bauer et al. 2016);
     * σ² < `noise_fraction` · var(y) (a collapsed noise variance);
-    * min(upper, tight upper) − lower > `gap_per_point` · N nats (the bounds do not certify
-      that the VFE bound at these inducing inputs is close to log p(y));
-    * pairs of inducing inputs closer than `merge_fraction` lengthscales (scaled distance,
-      shortest lengthscale of any stationary part of the kernel; for other kernels, and
-      periodic ones, a correlation above exp(−merge_fraction²/2)), reported as "effectively M = …";
-    * inducing inputs farther than `far_lengthscales` lengthscales from every data point.
+    * best upper bound − lower bound > `gap_per_point` · N nats (the bounds do not certify
+      that the VFE bound at these inducing variables is close to log p(y));
+    * pairs of inducing variables that have merged: inducing points closer than
+      `merge_fraction` lengthscales (scaled distance, shortest lengthscale of any radial part
+      of the kernel), or, for other kernels and features, correlated above
+      exp(−merge_fraction²/2), what an SE kernel gives at that distance; reported as
+      "effectively M = …";
+    * inducing variables farther than `far_lengthscales` lengthscales (or their correlation
+      equivalent) from every data point.
     For a GPR the bounds equal the exact evidence; only the noise is checked.
     Cost: O(N (M + extra)²) for SGPR, plus O(N³) for the exact evidence when
     N ≤ `exact_max_data`.
@@ -134,95 +155,110 @@ def diagnose(
                     ("noise_fraction", noise_fraction), ("gap_per_point", gap_per_point)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
             raise ValueError(f"{name} must be a positive number; got {v!r}")
-    model._require_data()
-    if getattr(model, "shards_data", False) and is_distributed():
+    view = view_of(model)
+    if view.sharded:
         raise RuntimeError("diagnose() needs all the data in one process; it does not support "
                            "data sharded over torch.distributed ranks")
-    sparse = hasattr(model, "feature") and hasattr(model, "_family")
-    points = sparse and isinstance(model.feature, InducingPoints)
-    offset = model._objective_offset()
+    p, offset, noise = view.problem, view.offset, view.noise.detach()
     with torch.no_grad():
-        noise = model.value("noise_variance").detach()
-        y_var = float(model.y.var()) if model.y.shape[0] > 1 else 0.0
+        y_var = float(view.y.var()) if view.num_data > 1 else 0.0
         noise_ratio = float(noise) / y_var if y_var > 0 else float("inf")
-        if sparse:
-            fam = model._family
-            # one pass over the data gives both bounds at the model's inducing inputs
-            _, _, vfe = factor_and_statistics(model.kernel, model.feature, model.X, model.y,
-                                              noise, VFE, model.jitter, model.chunk_size,
-                                              model.compute_dtype)
+        if p is not None:
+            # one pass over the data gives both bounds at the model's inducing variables
+            _, _, vfe = factor_and_statistics(p._replace(fam=VFE))
             lower = float(family_objective(vfe, solve(vfe), noise, VFE)) + offset
             upper = float(upper_bound_from_statistics(vfe, noise)) + offset
-            objective = lower if fam.mode == "vfe" else model.log_marginal_likelihood()
-            tight, tight_m = (_tight_upper_bound(model, noise, extra_inducing) if points
-                              else (None, None))
+            objective = lower if p.fam.mode == "vfe" else float(collapsed_objective(p)) + offset
+            tight, tight_m = _tight_upper_bound(view, extra_inducing)
             exact = None
-            if model.num_data <= exact_max_data:
-                exact = float(exact_log_marginal_likelihood(model.kernel.K(model.X), model.y,
+            if view.num_data <= exact_max_data:
+                exact = float(exact_log_marginal_likelihood(view.kernel.K(view.X), view.y,
                                                             noise)) + offset
-            approximation = fam.name.upper() if fam.name != "pep" else f"PEP (α = {fam.alpha:g})"
-            label = f"SGPR ({approximation}, M = {model.num_inducing})"
+            approximation = approximation_label(p)
         else:
-            lower = upper = exact = objective = model.log_marginal_likelihood()
+            lower = upper = exact = objective = float(exact_log_marginal_likelihood(
+                view.kernel.K(view.X), view.y, noise, view.jitter)) + offset
             tight, tight_m = None, None
-            approximation, label = "exact", type(model).__name__
-    gap = upper - lower
-    best_upper = upper if tight is None else min(upper, tight)
+            approximation = "exact"
+    M = None if p is None else p.feature.num_inducing
+    rep = Diagnostics(view.label, approximation, view.num_data, objective, lower, upper, exact,
+                      upper - lower, False, view.noise_variance, noise_ratio, M, None, tight,
+                      tight_m)
+    best_upper = rep.best_upper_bound
     tol = 1e-6 * (1.0 + abs(best_upper))
-    exceeds = sparse and fam.mode != "vfe" and objective > best_upper + tol
-    rep = Diagnostics(label, approximation, model.num_data, objective, lower, upper, exact, gap,
-                      bool(exceeds), model.noise_variance, noise_ratio,
-                      model.num_inducing if sparse else None, None, tight, tight_m)
-    if exceeds:
+    rep.exceeds_upper_bound = p is not None and p.fam.mode != "vfe" and objective > best_upper + tol
+    if rep.exceeds_upper_bound:
         rep.warnings.append(
             f"the {approximation} objective {objective:.4g} exceeds an upper bound "
             f"{best_upper:.4g} on the exact log evidence: it provably over-estimates log p(y) at "
             "these hyperparameters, so they are not to be trusted (Bauer et al. 2016); compare "
             "with approximation='vfe'")
-    elif sparse and fam.mode != "vfe" and exact is not None and objective > exact + tol:
+    elif p is not None and p.fam.mode != "vfe" and exact is not None and objective > exact + tol:
         rep.warnings.append(
             f"the {approximation} objective {objective:.4g} exceeds the exact log evidence "
             f"{exact:.4g} at these hyperparameters by {objective - exact:.3g} nats: it "
             "over-estimates log p(y), and fitting it favours the wrong hyperparameters")
     if noise_ratio < noise_fraction:
         hint = ("FITC and Power EP with α near 1 are known to drive the noise towards zero "
-                "(Bauer et al. 2016); prefer approximation='vfe'" if sparse and fam.mode != "vfe"
-                else "unless the data are nearly noise-free the model is interpolating noise")
+                "(Bauer et al. 2016); prefer approximation='vfe'" if p is not None
+                and p.fam.mode != "vfe" else
+                "unless the data are nearly noise-free the model is interpolating noise")
         rep.warnings.append(
-            f"the noise variance {model.noise_variance:.3g} is only {noise_ratio:.2g} of var(y): "
+            f"the noise variance {view.noise_variance:.3g} is only {noise_ratio:.2g} of var(y): "
             f"it has collapsed towards zero; {hint}")
-    if sparse:
-        certified = best_upper - lower  # any upper bound certifies the lower bound
-        if certified > gap_per_point * model.num_data:
+    if p is not None:
+        certified = rep.certified_gap  # any upper bound certifies the lower bound
+        if certified > gap_per_point * view.num_data:
+            which = (f"the upper bound with M = {tight_m}" if tight is not None and tight < upper
+                     else "the upper bound")
             rep.warnings.append(
-                f"the lower and upper bounds are {certified:.3g} nats apart "
-                f"({certified / model.num_data:.3g} "
-                "per data point): the approximation is not certified to be close to the exact "
-                "GP; add inducing inputs (sparsegp.diagnostics.select_inducing)")
-        if points:  # inter-domain features have no locations to compare
-            _check_inducing(model, rep, merge_fraction, far_lengthscales)
+                f"the VFE lower bound and {which} are {certified:.3g} nats apart "
+                f"({certified / view.num_data:.3g} per data point): the approximation is not "
+                "certified to be close to the exact GP; add inducing variables "
+                "(sparsegp.select_inducing)")
+        _check_inducing(view, rep, merge_fraction, far_lengthscales)
     return rep
 
 
-def _tight_upper_bound(model: Any, noise: Tensor, extra: int | None) -> tuple[float, int]:
-    """The Titsias (2014) bound with the model's Z plus `extra` random data inputs."""
-    N, M = model.num_data, model.num_inducing
+def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, int]:
+    """The Titsias (2014) bound with the model's inducing variables plus `extra` random data
+    inputs (or with data inputs alone, M + extra of them, for a feature that cannot be
+    extended by points)."""
+    p = view.problem
+    N, M = view.num_data, p.feature.num_inducing
     extra = min(N, max(2 * M, 200)) if extra is None else min(N, int(extra))
-    Z = model.feature.Z.detach()
-    if extra > 0:
-        g = torch.Generator().manual_seed(0)
-        idx = torch.randperm(model.X.shape[0], generator=g)[:extra].to(model.X.device)
-        Z = torch.cat([Z, model.X[idx]], 0)
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randperm(N, generator=g)[:extra].to(view.X.device)
+    try:
+        feature = p.feature.extended(view.X[idx]) if extra > 0 else p.feature
+    except TypeError:
+        idx = torch.randperm(N, generator=g)[:min(N, M + extra)].to(view.X.device)
+        feature = InducingPoints(view.X[idx])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
-        U = titsias_upper_bound(model.kernel, InducingPoints(Z), model.X, model.y, noise,
-                                model.jitter, model.chunk_size, model.compute_dtype)
-    return float(U) + model._objective_offset(), Z.shape[0]
+        U = titsias_upper_bound(p._replace(feature=feature))
+    return float(U) + view.offset, feature.num_inducing
 
 
-def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnostics:
-    """Run `diagnose` and issue one `ApproximationWarning` listing what tripped (for `fit`)."""
-    rep = diagnose(model, **kwargs)
+def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnostics | None:
+    """Run `diagnose` and issue one `ApproximationWarning` listing what tripped (for `fit`).
+
+    Never raises: a check that cannot be computed becomes a warning that says what failed and
+    how to rerun it, and the fitted model is kept.
+    """
+    try:
+        rep = diagnose(model, **kwargs)
+    except KeyboardInterrupt:
+        warnings.warn(f"{type(model).__name__}: the checks after fitting were interrupted; the "
+                      "fitted model is kept (run model.diagnostics() to check it)",
+                      ApproximationWarning, stacklevel=stacklevel)
+        return None
+    except Exception as err:  # noqa: BLE001 - a check must never throw a fit away
+        warnings.warn(f"{type(model).__name__}: the checks after fitting could not be computed "
+                      f"({type(err).__name__}: {err}); the fitted model is kept. Rerun them with "
+                      "model.diagnostics(), or skip them with fit(diagnose=False)",
+                      ApproximationWarning, stacklevel=stacklevel)
+        return None
     if rep.warnings:
         text = "; ".join(rep.warnings)
         warnings.warn(f"{rep.model}: {text}. See model.diagnostics().", ApproximationWarning,
@@ -246,26 +282,29 @@ def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
     return ell
 
 
-def _check_inducing(model: Any, rep: Diagnostics, merge_fraction: float,
+def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: float,
                     far_lengthscales: float) -> None:
-    Z, X, kernel = model.feature.Z.detach(), model.X, model.kernel
-    ell = shortest_lengthscale(kernel)
-    M = Z.shape[0]
+    feature, X, kernel = view.problem.feature, view.X, view.kernel
+    ell = shortest_lengthscale(kernel) if isinstance(feature, InducingPoints) else None
+    M = feature.num_inducing
+    rows = max(1, 2**20 // M)
     with torch.no_grad():
-        if ell is not None:
-            close = torch.cdist(Z / ell, Z / ell) < merge_fraction
+        if ell is not None:  # inducing points and a radial kernel: scaled distances
+            Z = feature.Z.detach() / ell
+            close = torch.cdist(Z, Z) < merge_fraction
             nearest = torch.full((M,), float("inf"), dtype=Z.dtype, device=Z.device)
-            for s in chunk_slices(X.shape[0], max(1, 2**20 // M)):
-                nearest = torch.minimum(nearest, torch.cdist(Z / ell, X[s] / ell).min(1).values)
+            for s in chunk_slices(X.shape[0], rows):
+                nearest = torch.minimum(nearest, torch.cdist(Z, X[s] / ell).min(1).values)
             far = nearest > far_lengthscales
             unit = "lengthscales"
-        else:  # no lengthscale: compare correlations with those of an SE kernel at that distance
-            Kzz = kernel.K(Z)
-            sd = torch.sqrt(torch.diagonal(Kzz).clamp_min(1e-300))
-            close = Kzz / (sd[:, None] * sd[None, :]) > math.exp(-0.5 * merge_fraction**2)
-            best = torch.zeros(M, dtype=Z.dtype, device=Z.device)
-            for s in chunk_slices(X.shape[0], max(1, 2**20 // M)):
-                corr = kernel.K(Z, X[s]) / (sd[:, None] * torch.sqrt(kernel.K_diag(X[s]))[None, :])
+        else:  # correlations of the inducing variables, with those of an SE kernel at that distance
+            Kuu = cov.Kuu(feature, kernel)
+            sd = torch.sqrt(torch.diagonal(Kuu).clamp_min(1e-300))
+            close = Kuu / (sd[:, None] * sd[None, :]) > math.exp(-0.5 * merge_fraction**2)
+            best = torch.zeros(M, dtype=Kuu.dtype, device=Kuu.device)
+            for s in chunk_slices(X.shape[0], rows):
+                kd = torch.sqrt(kernel.K_diag(X[s]).clamp_min(1e-300))
+                corr = cov.Kuf(feature, kernel, X[s]).abs() / (sd[:, None] * kd[None, :])
                 best = torch.maximum(best, corr.max(1).values)
             far = best < math.exp(-0.5 * far_lengthscales**2)
             unit = "lengthscale-equivalents (by correlation)"
@@ -285,15 +324,15 @@ def _check_inducing(model: Any, rep: Diagnostics, merge_fraction: float,
     rep.far_inducing = torch.nonzero(far).flatten().tolist()
     if pairs:
         why = ("VFE stacks spare inducing inputs on top of each other when fewer suffice"
-               if model._family.mode == "vfe" else
+               if view.problem.fam.mode == "vfe" else
                "FITC and Power EP clump inducing inputs like this, Bauer et al. 2016")
         rep.warnings.append(
-            f"{len(pairs)} {'pairs' if len(pairs) > 1 else 'pair'} of inducing inputs "
+            f"{len(pairs)} {'pairs' if len(pairs) > 1 else 'pair'} of inducing variables "
             f"{'are' if len(pairs) > 1 else 'is'} closer than {merge_fraction:g} "
             f"{unit}: they have merged, so effectively M = {rep.effective_num_inducing} of "
             f"{M} ({why})")
     if rep.far_inducing:
         rep.warnings.append(
-            f"{len(rep.far_inducing)} inducing inputs are farther than {far_lengthscales:g} "
+            f"{len(rep.far_inducing)} inducing variables are farther than {far_lengthscales:g} "
             f"{unit} from every data point (rows {rep.far_inducing[:10]}"
             f"{'…' if len(rep.far_inducing) > 10 else ''}): they explain no data")

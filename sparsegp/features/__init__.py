@@ -1,5 +1,7 @@
-"""Inducing variables (data only): what u is. Their covariances are in `covariances.py`."""
+"""Inducing features (data only): what the inducing variables u are. Their covariances with a
+kernel are registered in `sparsegp.covariances`; `InducingFeature` is the protocol."""
 
+from .base import InducingFeature
 from .inducing_points import InducingPoints
 
-__all__ = ["InducingPoints"]
+__all__ = ["InducingFeature", "InducingPoints"]

@@ -14,16 +14,13 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..parameters import Parameterised, as_user_value
+from ..registry import Registered, Registry
 
-_REGISTRY: dict[str, type[Kernel]] = {}
 
-
-class Kernel(Parameterised, ABC):
+class Kernel(Registered, Parameterised, ABC):
     """A positive-definite covariance function k(x, x')."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__] = cls
+    registry = Registry("kernel")
 
     def __init__(self) -> None:
         super().__init__()
@@ -77,13 +74,7 @@ class Kernel(Parameterised, ABC):
 
 def kernel_from_config(cfg: dict[str, Any]) -> Kernel:
     """Rebuild a kernel from `Kernel.config()` output."""
-    try:
-        cls = _REGISTRY[cfg["type"]]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown kernel description {cfg!r}") from None
-    if issubclass(cls, Combination):
-        return cls([kernel_from_config(c) for c in cfg["kernels"]])
-    return cls(**cfg["args"])
+    return Kernel.registry.build(cfg)
 
 
 def _plain(v: Any) -> Any:
@@ -109,6 +100,10 @@ class Combination(Kernel):
 
     def config(self) -> dict[str, Any]:
         return {"type": type(self).__name__, "kernels": [k.config() for k in self.kernels]}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> Combination:
+        return cls([kernel_from_config(c) for c in cfg["kernels"]])
 
     def __repr__(self) -> str:
         sep = " + " if isinstance(self, Sum) else " * "

@@ -20,19 +20,15 @@ from torch import Tensor
 
 from .. import quadrature
 from ..parameters import Parameterised, as_user_value
+from ..registry import Registered, Registry
 
-_REGISTRY: dict[str, type[Likelihood]] = {}
 
-
-class Likelihood(Parameterised, ABC):
+class Likelihood(Registered, Parameterised, ABC):
     """p(y | f). Subclasses implement at least `log_prob`, `conditional_mean` and
     `conditional_variance` (and `check_targets` for label constraints)."""
 
     num_latent: int = 1
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__] = cls
+    registry = Registry("likelihood")
 
     def __init__(self, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__()
@@ -112,16 +108,7 @@ LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 def likelihood_from_config(cfg: dict[str, Any]) -> Likelihood:
     """Rebuild a likelihood from `Likelihood.config()` output (then `load_state_dict`)."""
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("args", {}), dict):
-        raise ValueError(f"a likelihood config is a dict {{'type': ..., 'args': {{...}}}}; got {cfg!r}")
-    name = cfg.get("type")
-    cls = _REGISTRY.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise ValueError(f"unknown likelihood type {name!r}; known types: {', '.join(sorted(_REGISTRY))}")
-    try:
-        return cls(**cfg.get("args", {}))
-    except TypeError as err:
-        raise ValueError(f"bad arguments for likelihood {name}: {err}") from None
+    return Likelihood.registry.build(cfg)
 
 
 def _plain(v: Any) -> Any:

@@ -1,32 +1,52 @@
-"""What every model shares: inputs, kernel, jitter, a cached frozen posterior, training.
+"""What every model shares: data, kernel, jitter, one construction path, a cached posterior.
+
+Construction goes one way. `__init__` validates the data and turns the user's arguments into
+a plain `config` and the modules (`parts`: kernel, inducing feature, likelihood) through
+`_configure`; `load` rebuilds the same parts from a saved config. Both then call `_build`,
+the only place where a model's structure (parameters, buffers, options) is declared, and
+`__init__` finally gives the parameters their data-based starting values (`_initialise`).
 
 A model owns its parameters and data, calls a pure objective from `objectives/`, and builds a
-frozen posterior value. The posterior is built once for given parameter values and reused
-by every prediction; any change of the parameters (by `fit`, a torch optimiser or a setter)
-makes the next prediction build a new one, so it is never stale. Subclasses say what the
-targets are (`_prepare_targets`), what the objective is (`_objective`) and how the posterior
-is built (`_build_posterior`).
+frozen posterior value. The posterior is cached under a key of *all* the state it depends on
+(every parameter and buffer: values through their version counters, identity, shape, dtype,
+device; the training data and, e.g., EP sites included), so any change — by `fit`, a torch
+optimiser, a setter, a site update or new data — makes the next prediction build it anew.
+
+Parameters, stored data and factorisations are float64 whatever the data's dtype
+(`config.PARAMETER_DTYPE`); `model.dtype` is the dtype of the heavy work and of the outputs.
 """
 
 from __future__ import annotations
 
 import numbers
 from abc import ABC, abstractmethod
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from ..config import PARAMETER_DTYPE
 from ..distributed import broadcast_, column_mean_std, global_sum, is_distributed
-from ..kernels.base import Kernel, kernel_from_config
+from ..features.base import InducingFeature
+from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
+from ..likelihoods.base import Likelihood
 from ..parameters import Parameterised
 from ..posteriors import Posterior
+from ..registry import Registered, Registry
 from ..training import FitResult, fit_lbfgsb
 from ..validation import as_inputs, model_device, model_dtype
+from .classes import MODELS
+from .persistence import save_model
 
-MODEL_CLASSES: dict[str, type[Model]] = {}
+#: The modules a model may own, each rebuilt from its own entry of the config on `load`.
+PARTS: dict[str, Registry] = {"kernel": Kernel.registry, "feature": InducingFeature.registry,
+                              "likelihood": Likelihood.registry}
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def check_jitter(jitter: Any) -> float:
@@ -48,58 +68,106 @@ def nonzero(s: Tensor) -> Tensor:
     return torch.where(s > 0, s, torch.ones_like(s))
 
 
-class Model(Parameterised, ABC):
+def signal_variance(y: Tensor) -> float:
+    """var(y), or 1 for constant targets (a starting value for kernel and noise variances)."""
+    v = float(y.var()) if y.shape[0] > 1 else 0.0
+    return v if v > 0.0 else 1.0
+
+
+def state_key(module: torch.nn.Module) -> tuple:
+    """Identity, version, storage, shape, dtype and device of every parameter and buffer:
+    any in-place change (optimiser step, `copy_`, index assignment) bumps a version, any
+    replacement changes the identity."""
+    return tuple(
+        (name, id(t), t._version, t.data_ptr(), tuple(t.shape), t.dtype, t.device)
+        for name, t in chain(module.named_parameters(), module.named_buffers())
+    )
+
+
+class Model(Registered, Parameterised, ABC):
     """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
 
+    registry = MODELS
     saves_data_by_default = False
     shards_data = False  # True: X, y are this rank's shard when torch.distributed is running
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        MODEL_CLASSES[cls.__name__] = cls
-
-    def __init__(self, X: Any, y: Any, kernel: Kernel | None, *, jitter: float,
-                 standardize_X: bool, dtype: torch.dtype | None) -> None:
+    def __init__(self, X: Any, y: Any, *, dtype: torch.dtype | None, standardize_X: bool,
+                 **arguments: Any) -> None:
         super().__init__()
         dtype = model_dtype(X, y, dtype)
         device = model_device(X, y)
-        X = as_inputs(X, "X", dtype=dtype, device=device)
-        if kernel is None:
-            kernel = SquaredExponential(ard=True)
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+        X = as_inputs(X, "X", dtype=dtype, device=device).to(PARAMETER_DTYPE)
         # With data sharded over processes, moments and counts are those of all shards.
         x_mean, x_std = self._moments(X)
-        D = X.shape[1]
-        x_shift = x_mean if standardize_X else X.new_zeros(D)
-        x_scale = nonzero(x_std) if standardize_X else X.new_ones(D)
-        self._setup(kernel, check_jitter(jitter), x_shift, x_scale)
-        self.X = (X - self.x_shift) / self.x_scale
-        self.y = self._prepare_targets(y, X.shape[0], dtype, device)
-        self._num_data = int(global_sum(X.shape[0], X)) if self.shards_data else X.shape[0]
+        x_shift = x_mean if standardize_X else torch.zeros_like(x_mean)
+        x_scale = nonzero(x_std) if standardize_X else torch.ones_like(x_std)
+        X = (X - x_shift) / x_scale
+        num_data = int(global_sum(X.shape[0], X)) if self.shards_data else X.shape[0]
+        config, parts = self._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
+        y, target_buffers, target_config = self._prepare_targets(y, X.shape[0], device, parts,
+                                                                 **arguments)
+        config.update(target_config, dtype=str(dtype).replace("torch.", ""),
+                      input_dim=X.shape[1], num_data=num_data)
+        self._build(config, parts)
+        self.to(device)
+        with torch.no_grad():
+            for name, value in {"x_shift": x_shift, "x_scale": x_scale, **target_buffers}.items():
+                getattr(self, name).copy_(value)
+        self.X, self.y = X, y
+        self._initialise(**arguments)
+        self._synchronise()
 
+    # -- the construction path ------------------------------------------------------------
     def _moments(self, T: Tensor) -> tuple[Tensor, Tensor]:
         return column_mean_std(T) if self.shards_data else local_mean_std(T)
 
     @abstractmethod
-    def _prepare_targets(self, y: Any, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-        """Validate the targets and return them as the objective uses them (internal units)."""
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        """Validate the targets: (targets as the objective uses them, values of the target
+        buffers that `_build` declares (e.g. the units of y), config entries they imply)."""
+
+    def _configure(self, X: Tensor, *, kernel: Kernel | None, jitter: float,
+                   x_shift: Tensor, x_scale: Tensor, **arguments: Any
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Validate the arguments: (plain config, modules). Subclasses extend both."""
+        if kernel is None:
+            kernel = SquaredExponential(ard=True)
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+        return {"jitter": check_jitter(jitter)}, {"kernel": kernel}
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        """Declare the structure from a config and its modules (construction and `load`)."""
+        self._config = {k: v for k, v in config.items() if k not in PARTS}
+        self.kernel = parts["kernel"].to(dtype=PARAMETER_DTYPE)
+        self._jitter = float(config["jitter"])
+        self._dtype = _DTYPES[config["dtype"]]
+        self._num_data = int(config["num_data"])
+        D = int(config["input_dim"])
+        self.register_buffer("x_shift", torch.zeros(D, dtype=PARAMETER_DTYPE))
+        self.register_buffer("x_scale", torch.ones(D, dtype=PARAMETER_DTYPE))
+        self.register_buffer("X", None, persistent=False)
+        self.register_buffer("y", None, persistent=False)
+        self._cache: tuple[Posterior, tuple] | None = None
+        self.metadata: dict[str, Any] = {}
+
+    def _initialise(self, **arguments: Any) -> None:
+        """Data-based starting values of the parameters the user did not give."""
 
     def _synchronise(self) -> None:
         """With sharded data, start every rank from rank 0's initial parameters."""
         if self.shards_data:
             broadcast_([p.data for p in self.parameters()], "the initial parameters")
 
-    def _setup(self, kernel: Kernel, jitter: float, x_shift: Tensor, x_scale: Tensor) -> None:
-        """Structure shared by construction and `load`: kernel, jitter, input transform."""
-        self.kernel = kernel.to(dtype=x_shift.dtype, device=x_shift.device)
-        self._jitter = jitter
-        self.register_buffer("x_shift", x_shift)
-        self.register_buffer("x_scale", x_scale)
-        self.register_buffer("X", None, persistent=False)
-        self.register_buffer("y", None, persistent=False)
-        self._cache: tuple[Posterior, list[Tensor]] | None = None
-        self.metadata: dict[str, Any] = {}
+    @classmethod
+    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> Model:
+        """An empty model with the saved structure, ready for `load_state_dict(state)`."""
+        model = cls.__new__(cls)
+        Parameterised.__init__(model)
+        model._build(config, {name: PARTS[name].build(config[name]) for name in PARTS
+                              if name in config})
+        return model
 
     # -- what users read ------------------------------------------------------------------
     @property
@@ -117,7 +185,8 @@ class Model(Parameterised, ABC):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.x_shift.dtype
+        """The dtype of the heavy work and of the outputs (parameters are float64)."""
+        return self._dtype
 
     @property
     def device(self) -> torch.device:
@@ -154,33 +223,36 @@ class Model(Parameterised, ABC):
     # -- posterior ------------------------------------------------------------------------
     @abstractmethod
     def _build_posterior(self) -> Posterior:
-        """The frozen posterior at the current parameters (see `posterior`)."""
+        """The frozen posterior at the current state (see `posterior`)."""
 
     def posterior(self) -> Posterior:
-        """The frozen posterior at the current parameters (built once, then reused)."""
-        params = [p.detach() for p in self.parameters()]
-        if self._cache is not None:
-            post, snap = self._cache
-            if len(snap) == len(params) and all(
-                s.shape == p.shape and s.dtype == p.dtype and s.device == p.device
-                and torch.equal(s, p) for s, p in zip(snap, params)
-            ):
-                return post
+        """The frozen posterior at the current state (built once, then reused)."""
+        key = state_key(self)
+        if self._cache is not None and self._cache[1] == key:
+            return self._cache[0]
         self._require_data()
         with torch.no_grad():
             post = self._build_posterior()
-        self._cache = (post, [p.clone() for p in params])
+        self._cache = (post, key)
         return post
+
+    def _adopt_posterior(self, post: Posterior) -> None:
+        """Use `post` (restored by `load`) as the posterior of the current state."""
+        self._cache = (post, state_key(self))
 
     def _internal_inputs(self, Xnew: Any, name: str = "Xnew") -> Tensor:
         X = as_inputs(Xnew, name, num_features=self.input_dim, dtype=self.dtype, device=self.device)
-        return (X - self.x_shift) / self.x_scale
+        return (X.to(PARAMETER_DTYPE) - self.x_shift) / self.x_scale
+
+    def _output(self, *tensors: Tensor) -> tuple[np.ndarray, ...]:
+        """Tensors as numpy arrays in the model's dtype."""
+        return tuple(t.detach().to(self.dtype).cpu().numpy() for t in tensors)
 
     # -- persistence ----------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """Everything besides tensors that `load` needs to rebuild this model."""
-        return {"kernel": self.kernel.config(), "jitter": self._jitter,
-                "num_data": self._num_data, "dtype": str(self.dtype).replace("torch.", "")}
+        parts = {name: getattr(self, name).config() for name in PARTS if hasattr(self, name)}
+        return {**self._config, **parts}
 
     def data_extras(self) -> dict[str, Tensor]:
         """Data-sized state saved along with the data (`save(include_data=True)`)."""
@@ -188,19 +260,7 @@ class Model(Parameterised, ABC):
 
     def save(self, path: str | Path, include_data: bool | None = None) -> None:
         """Save the fitted model (format-versioned); see `sparsegp.load`."""
-        from .persistence import save_model
-
         save_model(self, path, include_data)
-
-    @classmethod
-    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> Model:
-        """An empty model with the saved structure, ready for `load_state_dict(state)`."""
-        model = cls.__new__(cls)
-        Parameterised.__init__(model)
-        model._setup(kernel_from_config(config["kernel"]), check_jitter(config["jitter"]),
-                     state["x_shift"], state["x_scale"])
-        model._num_data = int(config["num_data"])
-        return model
 
     @abstractmethod
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:

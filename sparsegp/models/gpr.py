@@ -29,8 +29,8 @@ class GPR(GPModel):
         jitter: float = 0.0, standardize_X: bool = False, standardize_y: bool = False,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__(X, y, kernel, noise_variance, jitter=jitter,
-                         standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype)
+        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
+                         noise_variance=noise_variance, jitter=jitter, standardize_y=standardize_y)
 
     def _objective(self) -> Tensor:
         K = self.kernel.K(self.X)

@@ -1,4 +1,5 @@
-"""What every model with inducing points (SGPR, SGPC, SVGP) shares: Z, its start and its view."""
+"""What every model with inducing variables (SGPR, SGPC, SVGP) shares: the `inducing_points`
+argument, the feature it becomes, and the views of it in the units of X."""
 
 from __future__ import annotations
 
@@ -6,54 +7,93 @@ import numbers
 from typing import Any
 
 import numpy as np
-import torch
+from torch import Tensor
 
+from ..covariances import check_pair
+from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
+from ..kernels.base import Kernel
 from ..validation import as_inputs
-from .initialisation import initial_inducing_inputs
+
+DEFAULT_NUM_INDUCING = 100
 
 
-class InducingPointsMixin:
-    """Inducing inputs Z in `self.feature` (internal units), read and set in the units of X.
+def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Tensor,
+                    x_scale: Tensor, method: str, seed: int) -> InducingFeature:
+    """The model's feature (internal units) from `inducing_points`: an int M (M inputs chosen
+    from X by `method`), an array [M, D] in the units of X, a registered feature object in the
+    units of X, or None (min(N, 100) inducing points)."""
+    if inducing_points is None:
+        inducing_points = min(X.shape[0], DEFAULT_NUM_INDUCING)
+    if isinstance(inducing_points, InducingFeature):
+        if inducing_points.input_dim != X.shape[1]:
+            raise ValueError(f"the inducing feature is for inputs of dimension "
+                             f"{inducing_points.input_dim} but X has {X.shape[1]} columns")
+        identity = bool((x_shift == 0).all() and (x_scale == 1).all())
+        feature = inducing_points if identity else inducing_points.transformed(x_shift, x_scale)
+    elif isinstance(inducing_points, bool) or (isinstance(inducing_points, numbers.Real)
+                                               and not isinstance(inducing_points, numbers.Integral)):
+        raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing feature "
+                        f"(sparsegp.features); got {inducing_points!r}")
+    elif isinstance(inducing_points, numbers.Integral):
+        feature = InducingPoints.from_data(X, int(inducing_points), seed=seed, method=method)
+    else:
+        if not hasattr(inducing_points, "__len__") and not hasattr(inducing_points, "shape"):
+            raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing "
+                            f"feature (sparsegp.features); got a {type(inducing_points).__name__}")
+        Z = as_inputs(inducing_points, "inducing_points", num_features=X.shape[1],
+                      device=X.device).to(X.dtype)
+        feature = InducingPoints((Z - x_shift) / x_scale)
+    check_pair(feature, kernel)
+    return feature
+
+
+class InducingMixin:
+    """The inducing feature in `self.feature` (internal units) and its views in the units of X.
 
     For `Model` subclasses: list it first among the bases.
     """
 
     _aliases = {"inducing_points": "feature.Z"}
 
-    def _init_inducing(self, inducing_points: Any, method: str, seed: int) -> None:
-        """`self.feature` from an int M (chosen from X by `method`), an array [M, D] in the
-        units of X, or None (min(N, 100))."""
-        if inducing_points is None:
-            inducing_points = min(self.num_data, 100)
-        elif not isinstance(inducing_points, numbers.Integral):
-            inducing_points = self._internal_inputs(inducing_points, "inducing_points")
-        self.feature = InducingPoints(initial_inducing_inputs(self.X, inducing_points, method, seed))
-
     @property
     def num_inducing(self) -> int:
         return self.feature.num_inducing
 
+    def _user_units(self, Z: Tensor) -> np.ndarray:
+        return (Z.detach() * self.x_scale + self.x_shift).cpu().numpy()
+
     @property
     def inducing_points(self) -> np.ndarray:
-        """Inducing inputs Z [M, D], in the units of X."""
-        return (self.feature.Z.detach() * self.x_scale + self.x_shift).cpu().numpy()
+        """Locations [M, D] of the inducing variables in the units of X (the inducing inputs
+        Z for inducing points; the window centres of multi-scale features; ...)."""
+        Z = self.feature.locations()
+        if Z is None:
+            raise TypeError(f"{type(self.feature).__name__} features have no input locations; "
+                            "read model.feature instead")
+        return self._user_units(Z)
 
     @inducing_points.setter
     def inducing_points(self, Z: Any) -> None:
-        Z = as_inputs(Z, "inducing_points", num_features=self.input_dim, dtype=self.dtype,
-                      device=self.device)
-        if Z.shape != self.feature.Z.shape:
-            raise ValueError(f"inducing_points must have shape {tuple(self.feature.Z.shape)}; "
+        Z = as_inputs(Z, "inducing_points", num_features=self.input_dim, device=self.device)
+        current = self.feature.locations()
+        if current is not None and Z.shape != current.shape:
+            raise ValueError(f"inducing_points must have shape {tuple(current.shape)}; "
                              f"got {tuple(Z.shape)}")
-        self.set_value("inducing_points", (Z - self.x_shift) / self.x_scale)
+        self.feature.set_locations((Z.to(self.x_shift.dtype) - self.x_shift) / self.x_scale)
 
     def add_inducing_points(self, Znew: Any) -> None:
-        """Append inducing inputs Znew [K, D] (units of X); M grows by K, a frozen Z stays frozen.
-
-        Nothing is refitted; the next prediction rebuilds the cached posterior.
-        """
+        """Append inducing points f(Znew) for Znew [K, D] (units of X) to the inducing
+        variables; M grows by K and frozen parameters stay frozen. Nothing is refitted; the
+        next prediction rebuilds the cached posterior."""
         z = self._internal_inputs(Znew, "inducing_points")
-        old = self.feature.Z
-        self.feature = InducingPoints(torch.cat([old.detach(), z], 0))
-        self.feature.Z.requires_grad_(old.requires_grad)
+        old = self.feature
+        new = old.extended(z)
+        frozen = {name for name, p in old.named_parameters() if not p.requires_grad}
+        for name, p in new.named_parameters():
+            p.requires_grad_(name not in frozen)
+        self.feature = new.to(device=self.device)
+        self._after_feature_change()
+
+    def _after_feature_change(self) -> None:
+        """Resize whatever depends on M (SVGP's q(u)); nothing by default."""

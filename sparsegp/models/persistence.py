@@ -8,14 +8,15 @@ A model saved without its data predicts exactly as before from the saved posteri
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .. import __version__
 from ..config import FORMAT_VERSION
-from .base import MODEL_CLASSES, Model
+from ..version import __version__
+from .classes import MODELS
 
 FORMAT_TAG = "sparsegp-model"
 
@@ -24,9 +25,10 @@ def _cpu(v: Any) -> Any:
     return v.detach().cpu() if isinstance(v, torch.Tensor) else v
 
 
-def save_model(model: Model, path: str | Path, include_data: bool | None = None) -> None:
+def save_model(model: Any, path: str | Path, include_data: bool | None = None) -> None:
     """Write `model` to `path`. Data are stored if `include_data`; by default only for the
     exact GP, whose posterior holds X anyway (a sparse model predicts without them)."""
+    path = check_model_path(path)
     if include_data is None:
         include_data = model.saves_data_by_default
     post = model.posterior()
@@ -43,10 +45,38 @@ def save_model(model: Model, path: str | Path, include_data: bool | None = None)
                  if include_data else None),
         "metadata": dict(model.metadata),
     }
-    torch.save(payload, Path(path))
+    try:
+        torch.save(payload, path)
+    except (OSError, RuntimeError) as err:  # torch reports write failures as RuntimeError
+        raise OSError(f"cannot write the model file {path} ({_reason(err)})") from None
 
 
-def load(path: str | Path, map_location: str | torch.device = "cpu") -> Model:
+def check_model_path(path: str | Path) -> Path:
+    """`path` as a Path if a model file can be written there, else a clear OSError."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot save a model to {path}: it is a folder; give a file "
+                                "name such as model.pt")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot save a model to {path}: the folder "
+                                f"{path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise PermissionError(f"cannot save a model to {path}: permission denied")
+    return path
+
+
+def _reason(err: Exception) -> str:
+    text = str(err)
+    if isinstance(err, PermissionError) or "ermission" in text:
+        return "permission denied"
+    if "No space" in text:
+        return "no space left on the device"
+    if "Read-only" in text:
+        return "read-only file system"
+    return type(err).__name__
+
+
+def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
     """Read a model written by `model.save(path)`; predictions are identical to the saved model's."""
     path = Path(path)
     if not path.is_file():
@@ -60,10 +90,12 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Model:
         raise ValueError(f"{path} is not a sparsegp model file (no '{FORMAT_TAG}' format tag)")
     version = payload.get("version")
     if version != FORMAT_VERSION:
+        hint = (" (written by an earlier development version: refit and save it again)"
+                if isinstance(version, int) and version < FORMAT_VERSION else "")
         raise ValueError(f"{path} has format version {version!r}; this sparsegp "
-                         f"({__version__}) reads version {FORMAT_VERSION}")
+                         f"({__version__}) reads version {FORMAT_VERSION}{hint}")
     try:
-        cls = MODEL_CLASSES[payload["class"]]
+        cls = MODELS.get(payload["class"])
         model = cls._restore(payload["config"], payload["state_dict"])
         model.load_state_dict(payload["state_dict"])
         if payload["data"] is not None:
@@ -73,5 +105,5 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Model:
         post = model._restore_posterior(payload["posterior"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{path} is a damaged sparsegp model file: {err}") from None
-    model._cache = (post, [p.detach().clone() for p in model.parameters()])
+    model._adopt_posterior(post)
     return model

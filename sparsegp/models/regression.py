@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import NOISE_FLOOR
+from ..config import NOISE_FLOOR, PARAMETER_DTYPE
+from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
 from ..distributed import is_distributed
-from ..kernels.base import Kernel
+from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value
 from ..training import FitResult
 from ..validation import as_targets
-from .base import Model, nonzero
-from .initialisation import signal_variance
-
-if TYPE_CHECKING:
-    from ..diagnostics import Diagnostics
+from .base import Model, nonzero, signal_variance
 
 
 class GPModel(Model):
@@ -29,32 +26,34 @@ class GPModel(Model):
     and the objectives are reported in the units of y.
     """
 
-    def __init__(
-        self, X: Any, y: Any, kernel: Kernel | None, noise_variance: Any, *, jitter: float,
-        standardize_X: bool, standardize_y: bool, dtype: torch.dtype | None,
-    ) -> None:
-        self._standardize_y = standardize_y
-        super().__init__(X, y, kernel, jitter=jitter, standardize_X=standardize_X, dtype=dtype)
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
+                         standardize_y: bool = False, **arguments: Any
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        y = as_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
+        y_mean, y_std = self._moments(y)
+        shift = y_mean if standardize_y else torch.zeros_like(y_mean)
+        scale = nonzero(y_std) if standardize_y else torch.ones_like(y_std)
+        return (y - shift) / scale, {"y_shift": shift, "y_scale": scale}, {}
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        super()._build(config, parts)
+        self.register_buffer("y_shift", torch.zeros((), dtype=PARAMETER_DTYPE))
+        self.register_buffer("y_scale", torch.ones((), dtype=PARAMETER_DTYPE))
+        self._add_positive("noise_variance", 1.0, NOISE_FLOOR)
+
+    def _initialise(self, *, noise_variance: Any = None, **arguments: Any) -> None:
+        super()._initialise(**arguments)
         sv = signal_variance(self.y)
         self.kernel.initialise_from_data(self.X, sv)
-        noise = sv / 10.0 if noise_variance is None else self._noise_to_internal(noise_variance)
-        self._add_positive("noise_variance", noise, NOISE_FLOOR)
-
-    def _prepare_targets(self, y: Any, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-        y = as_targets(y, n, "y", dtype=dtype, device=device)
-        y_mean, y_std = self._moments(y)
-        shift = y_mean if self._standardize_y else y.new_zeros(())
-        scale = nonzero(y_std) if self._standardize_y else y.new_ones(())
-        self._setup_targets(shift, scale)
-        return (y - self.y_shift) / self.y_scale
-
-    def _setup_targets(self, y_shift: Tensor, y_scale: Tensor) -> None:
-        self.register_buffer("y_shift", y_shift)
-        self.register_buffer("y_scale", y_scale)
+        self.set_value("noise_variance",
+                       sv / 10.0 if noise_variance is None else self._noise_to_internal(noise_variance))
 
     def _noise_to_internal(self, value: Any) -> Any:
-        v = torch.as_tensor(value, dtype=self.y_scale.dtype)
-        if v.dim() != 0 or not bool(torch.isfinite(v)) or float(v) <= NOISE_FLOOR:
+        try:
+            v = torch.as_tensor(value, dtype=PARAMETER_DTYPE)
+        except (TypeError, ValueError, RuntimeError):
+            v = None
+        if v is None or v.dim() != 0 or not bool(torch.isfinite(v)) or float(v) <= NOISE_FLOOR:
             raise ValueError(f"noise_variance must be a finite number > {NOISE_FLOOR:g}; got {value!r}")
         return float(v) / float(self.y_scale) ** 2
 
@@ -81,24 +80,35 @@ class GPModel(Model):
             callback: Any = None, diagnose: bool = True) -> FitResult:
         """Maximise the objective (+ log priors) with scipy L-BFGS-B; see `training.fit_lbfgsb`.
 
-        With `diagnose` (default) the fitted model is checked by `diagnostics()` and one
-        `sparsegp.diagnostics.ApproximationWarning` lists whatever tripped (not for data
-        sharded over torch.distributed ranks, which `diagnostics()` does not support).
+        Always returns the fitted model's `FitResult` (Ctrl-C stops training at the last
+        accepted parameters). With `diagnose` (default) the fitted model is checked by
+        `diagnostics()` and one `sparsegp.ApproximationWarning` lists whatever tripped; a check
+        that cannot be computed is reported the same way, never raised (not for data sharded
+        over torch.distributed ranks, which `diagnostics()` does not support).
         """
         result = super().fit(maxiter=maxiter, tol=tol, progress=progress, callback=callback)
-        if diagnose and not (self.shards_data and is_distributed()):
-            from ..diagnostics import warn_if_unhealthy  # diagnostics imports models
-
+        if diagnose and not result.interrupted and not (self.shards_data and is_distributed()):
             warn_if_unhealthy(self, stacklevel=3)
         return result
+
+    def diagnostic_view(self) -> RegressionView:
+        """What the diagnostics read of this model (internal units): see `RegressionView`."""
+        self._require_data()
+        return RegressionView(type(self).__name__, self.kernel, self.X, self.y,
+                              self.value("noise_variance").detach(), self.jitter,
+                              self._objective_offset(), self.noise_variance, self.x_shift,
+                              self.x_scale, self.collapsed_problem(),
+                              self.shards_data and is_distributed())
+
+    def collapsed_problem(self) -> CollapsedProblem | None:
+        """The collapsed objective of a sparse model as a value (None: the exact GP)."""
+        return None
 
     def diagnostics(self, **kwargs: Any) -> Diagnostics:
         """Is the approximation good? Bounds, their gap, noise and inducing-input checks.
 
         See `sparsegp.diagnostics.diagnose` for the checks and their thresholds (`kwargs`).
         """
-        from ..diagnostics import diagnose
-
         return diagnose(self, **kwargs)
 
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False
@@ -113,7 +123,7 @@ class GPModel(Model):
         with torch.no_grad():
             mean, var = (post.predict_y if include_noise else post.predict_f)(Xs, full_cov)
         s = self.y_scale
-        return (mean * s + self.y_shift).cpu().numpy(), (var * s * s).cpu().numpy()
+        return self._output(mean * s + self.y_shift, var * s * s)
 
     def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance of the latent f* (numpy)."""
@@ -122,10 +132,3 @@ class GPModel(Model):
     def predict_y(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance of noisy observations y* (numpy)."""
         return self.predict(Xnew, full_cov, include_noise=True)
-
-    @classmethod
-    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> GPModel:
-        model = super()._restore(config, state)
-        model._setup_targets(state["y_shift"], state["y_scale"])
-        model._add_positive("noise_variance", 1.0, NOISE_FLOOR)
-        return model

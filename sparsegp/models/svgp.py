@@ -2,40 +2,39 @@
 
 from __future__ import annotations
 
-import math
-import sys
 import time
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
+from .. import conditionals
 from .. import covariances as cov
-from ..config import DEFAULT_JITTER
-from ..distributed import all_reduce_, is_distributed
-from ..features.inducing_points import InducingPoints
+from ..chunking import auto_chunk_size
+from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
+from ..distributed import is_distributed
 from ..kernels.base import Kernel
-from ..likelihoods import Gaussian, likelihood_from_config
+from ..likelihoods import Gaussian
 from ..likelihoods.base import Likelihood
 from ..linalg import jittered_cholesky
 from ..objectives import svgp as objective
-from ..objectives.collapsed import collapsed_objective, family
-from ..objectives.streaming import auto_chunk_size
-from ..posteriors import VariationalPosterior
-from ..training import FitResult, fit_lbfgsb
+from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective
+from ..posteriors import SparsePosterior
+from ..training import FitResult, fit_lbfgsb, natural_gradient_step
+from ..training.minibatch import fit_minibatch
 from ..validation import as_tensor, check_finite
 from .base import Model
-from .inducing import InducingPointsMixin
+from .inducing import InducingMixin, resolve_feature
 
 
-class SVGP(InducingPointsMixin, Model):
+class SVGP(InducingMixin, Model):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
     Shapes: X [N, D], y [N]. `whiten=True` (default) parameterises q(v), u = L v. `num_latent`
     latent functions (default: what the likelihood needs) share the kernel and the inducing
-    inputs. `fit()` uses Adam on the hyperparameters and natural gradients on q(u) over
+    variables (`inducing_points` as in `SGPR`: an int, an array or any registered inducing
+    feature). `fit()` uses Adam on the hyperparameters and natural gradients on q(u) over
     minibatches, or full-batch L-BFGS for a Gaussian likelihood without minibatches. Under
     an initialised torch.distributed process group, `fit()` trains with
     DistributedDataParallel and a DistributedSampler over (X, y).
@@ -48,34 +47,68 @@ class SVGP(InducingPointsMixin, Model):
         inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
         dtype: torch.dtype | None = None,
     ) -> None:
+        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
+                         likelihood=likelihood, inducing_points=inducing_points, whiten=whiten,
+                         num_latent=num_latent, jitter=jitter, chunk_size=chunk_size,
+                         inducing_init=inducing_init, seed=seed)
+
+    def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,
+                   whiten: bool, num_latent: int | None, chunk_size: int | None,
+                   inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
+                   **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         likelihood = Gaussian() if likelihood is None else likelihood
         if not isinstance(likelihood, Likelihood):
             raise TypeError(f"likelihood must be a sparsegp likelihood; got {type(likelihood).__name__}")
-        self._check_labels = likelihood.check_targets  # a bound method: usable before nn.Module init
-        super().__init__(X, y, kernel, jitter=jitter, standardize_X=standardize_X, dtype=dtype)
-        self.likelihood = likelihood.to(dtype=self.dtype, device=self.device)
-        self.kernel.initialise_from_data(self.X, 1.0)
-        self._init_inducing(inducing_points, inducing_init, seed)
         C = likelihood.num_latent if num_latent is None else int(num_latent)
         if C < 1 or (likelihood.num_latent > 1 and C != likelihood.num_latent):
             raise ValueError(f"num_latent must be {likelihood.num_latent} for this likelihood; got {C}")
-        self.whiten = bool(whiten)
-        self.chunk_size = chunk_size
-        M = self.feature.num_inducing
-        self.q_mu = nn.Parameter(torch.zeros(M, C, dtype=self.dtype, device=self.device))
-        eye = torch.eye(M, dtype=self.dtype, device=self.device).expand(C, M, M).clone()
-        if not self.whiten:  # start at the prior, S = Kuu
-            with torch.no_grad():
-                eye = self._cholesky_kuu().expand(C, M, M).clone()
-        self.q_sqrt = nn.Parameter(eye)
+        config, parts = super()._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
+        parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
+                                           inducing_init, seed)
+        parts["likelihood"] = likelihood
+        config.update(whiten=bool(whiten), num_latent=C, chunk_size=chunk_size)
+        return config, parts
 
-    def _prepare_targets(self, y: Any, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-        t = as_tensor(y, "y", dtype=dtype, device=device)
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        t = as_tensor(y, "y", device=device)
         if t.dim() == 2 and t.shape[1] == 1:
             t = t[:, 0]
         if t.dim() != 1 or t.shape[0] != n:
             raise ValueError(f"y must have one entry per row of X ({n}); got shape {tuple(t.shape)}")
-        return self._check_labels(check_finite(t, "y"))
+        return parts["likelihood"].check_targets(check_finite(t, "y").to(PARAMETER_DTYPE)), {}, {}
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        super()._build(config, parts)
+        self.likelihood = parts["likelihood"].to(dtype=PARAMETER_DTYPE)
+        self.feature = parts["feature"]
+        self.whiten, self.chunk_size = bool(config["whiten"]), config["chunk_size"]
+        M, C = self.feature.num_inducing, int(config["num_latent"])
+        self.q_mu = nn.Parameter(torch.zeros(M, C, dtype=PARAMETER_DTYPE))
+        self.q_sqrt = nn.Parameter(torch.eye(M, dtype=PARAMETER_DTYPE).expand(C, M, M).clone())
+
+    def _initialise(self, **arguments: Any) -> None:
+        self.kernel.initialise_from_data(self.X, 1.0)
+        if not self.whiten:  # start at the prior, S = Kuu
+            with torch.no_grad():
+                self.q_sqrt.copy_(self._cholesky_kuu().expand_as(self.q_sqrt))
+
+    def _after_feature_change(self) -> None:
+        """q(u) for M + K inducing variables: the old q on the first M, the prior's conditional
+        on the new ones (exact in whitened coordinates: chol of the grown Kuu starts with the
+        old factor)."""
+        M_old, M = self.q_mu.shape[0], self.feature.num_inducing
+        with torch.no_grad():
+            L = self._cholesky_kuu()
+            q = conditionals.from_parameters(L[:M_old, :M_old], self.q_mu, self.q_sqrt, self.whiten)
+            C = q.mean.shape[1]
+            mean = torch.cat([q.mean, q.mean.new_zeros(M - M_old, C)])
+            root = torch.eye(M, dtype=q.root.dtype, device=q.root.device).repeat(C, 1, 1)
+            root[:, :M_old, :M_old] = q.root
+            if not self.whiten:
+                mean, root = L @ mean, L @ root
+        self.q_mu = nn.Parameter(mean, requires_grad=self.q_mu.requires_grad)
+        self.q_sqrt = nn.Parameter(root, requires_grad=self.q_sqrt.requires_grad)
 
     @property
     def num_latent(self) -> int:
@@ -112,49 +145,15 @@ class SVGP(InducingPointsMixin, Model):
         with torch.no_grad():
             return float(self.elbo())
 
-    # -- natural gradients ----------------------------------------------------------------
+    # -- training -------------------------------------------------------------------------
     def natural_gradient_step(self, gamma: float = 1.0, X: Tensor | None = None,
                               y: Tensor | None = None) -> float:
-        """One natural-gradient step of size γ on q(u) (Salimbeni et al. 2018).
+        """One natural-gradient step of size γ on q(u) with the ELBO of (X, y) (all data if
+        None; see `training.natural_gradient_step`). γ = 1 with all the data and a Gaussian
+        likelihood lands on the optimal q(u). Returns the step taken."""
+        return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
+                                     self.q_mu, self.q_sqrt, gamma)
 
-        The natural gradient in the natural parameters θ = (S⁻¹m, −½S⁻¹) is the ordinary
-        gradient with respect to the expectation parameters η = (m, S + mmᵀ): θ ← θ + γ ∂L/∂η.
-        For a Gaussian likelihood and all the data, γ = 1 lands on the optimal q(u). The step
-        is halved until the new precision is positive definite; returns the step taken.
-        """
-        m0, S_root = self.q_mu.detach(), self.q_sqrt.detach().tril()
-        m = m0.mT  # [C, M]
-        S = S_root @ S_root.mT
-        eta1 = m.clone().requires_grad_(True)
-        eta2 = (S + m[..., None] * m[..., None, :]).requires_grad_(True)
-        S_eta = eta2 - eta1[..., None] * eta1[..., None, :]
-        root = torch.stack([jittered_cholesky(s, 0.0, name="S")[0] for s in S_eta])
-        value = self.elbo(X, y, q_mu=eta1.mT, q_sqrt=root)
-        g1, g2 = torch.autograd.grad(value, (eta1, eta2))
-        if is_distributed():  # every rank's estimate is unbiased: average them
-            all_reduce_([g1, g2], "the natural gradient")
-            g1, g2 = g1 / torch.distributed.get_world_size(), g2 / torch.distributed.get_world_size()
-        g2 = 0.5 * (g2 + g2.mT)
-        L_S = torch.linalg.cholesky(S)
-        theta1 = torch.cholesky_solve(m[..., None], L_S)[..., 0]  # S⁻¹m
-        precision = torch.cholesky_inverse(L_S)  # S⁻¹ (q(u) is stored by its covariance)
-        step = gamma
-        for _ in range(30):
-            new_prec = precision - 2.0 * step * g2  # −2θ₂ after the step
-            L_P, info = torch.linalg.cholesky_ex(new_prec)
-            if int(info.max()) == 0:
-                break
-            step /= 2.0
-        else:
-            raise RuntimeError("natural-gradient step: no step size keeps S positive definite")
-        new_m = torch.cholesky_solve((theta1 + step * g1)[..., None], L_P)[..., 0]
-        new_S = torch.cholesky_inverse(L_P)
-        with torch.no_grad():
-            self.q_mu.copy_(new_m.mT)
-            self.q_sqrt.copy_(torch.linalg.cholesky(0.5 * (new_S + new_S.mT)))
-        return step
-
-    # -- training -------------------------------------------------------------------------
     def fit(self, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,
             natgrad: bool = True, gamma: float | None = None, maxiter: int = 1000,
             data: Any = None, progress: bool | None = None, seed: int = 0,
@@ -169,7 +168,7 @@ class SVGP(InducingPointsMixin, Model):
         `data` (a DataLoader of (X, y) batches in the units of X) for `epochs` (default:
         about 2,000 steps), each step an Adam step (`lr`) on the hyperparameters and, with
         `natgrad`, a natural-gradient step of size `gamma` (default 0.1) on q(u) — or Adam on
-        q(u) too without `natgrad`.
+        q(u) too without `natgrad`. Ctrl-C stops at the last completed step.
         """
         self._require_data()
         start = time.perf_counter()
@@ -181,117 +180,55 @@ class SVGP(InducingPointsMixin, Model):
             res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
             res.seconds = time.perf_counter() - start
             return res
-        return self._fit_minibatch(batch_size, epochs, lr, natgrad, gamma, data, progress, seed,
-                                   callback, start)
+        return fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress, seed,
+                             callback)
 
-    def _loader(self, batch_size: int, data: Any, seed: int) -> tuple[Any, Any]:
-        if data is not None:
-            return data, None
-        dataset = torch.utils.data.TensorDataset(self.X, self.y)
-        g = torch.Generator().manual_seed(seed)
-        if is_distributed():
-            sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, seed=seed)
-            return torch.utils.data.DataLoader(dataset, batch_size, sampler=sampler), sampler
-        return torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, generator=g), None
+    def internal_batch(self, Xb: Any, yb: Any) -> tuple[Tensor, Tensor]:
+        """A batch (X, y) in the user's units as the objective takes it."""
+        return self._internal_inputs(Xb, "a batch of X"), self._batch_targets(yb)
 
-    def _fit_minibatch(self, batch_size: int | None, epochs: int | None, lr: float, natgrad: bool,
-                       gamma: float | None, data: Any, progress: bool | None, seed: int,
-                       callback: Any, start: float) -> FitResult:
-        N = self.num_data
-        B = min(N, 256) if batch_size is None else int(batch_size)
-        if B < 1:
-            raise ValueError(f"batch_size must be positive; got {batch_size}")
-        if epochs is None:
-            epochs = max(1, math.ceil(2000 * B / N))
-        gamma = 0.1 if gamma is None else float(gamma)
-        loader, sampler = self._loader(B, data, seed)
-        q = {id(self.q_mu), id(self.q_sqrt)}
-        hyper = [p for p in self.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]
-        opt = torch.optim.Adam(hyper, lr=lr)
-        module: nn.Module = self
-        if is_distributed():
-            module = nn.parallel.DistributedDataParallel(self)
-        show = sys.stderr.isatty() if progress is None else bool(progress)
-        show = show and not (is_distributed() and torch.distributed.get_rank() != 0)
-        history, steps = [], 0
-        bar = tqdm(total=epochs, disable=not show, desc="fit SVGP", leave=False)
-        for epoch in range(epochs):
-            if sampler is not None:
-                sampler.set_epoch(epoch)
-            total = 0.0
-            for Xb, yb in loader:
-                if data is not None:
-                    Xb = self._internal_inputs(Xb, "a batch of X")
-                    yb = self._prepare_batch_targets(yb)
-                if natgrad:
-                    self.natural_gradient_step(gamma, Xb, yb)
-                opt.zero_grad()
-                loss = module(Xb, yb)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach())
-                steps += 1
-            history.append(-total / max(1, len(loader)))
-            bar.update(1)
-            bar.set_postfix(elbo=f"{history[-1]:.6g}")
-            if callback is not None:
-                callback(epoch, history[-1])
-            if not math.isfinite(history[-1]):
-                bar.close()
-                return FitResult(False, f"the ELBO became {history[-1]} in epoch {epoch}", epoch + 1,
-                                 steps, history[-1], history, time.perf_counter() - start)
-        bar.close()
-        return FitResult(True, f"{epochs} epochs of {steps // epochs} steps", epochs, steps,
-                         history[-1], history, time.perf_counter() - start)
-
-    def _prepare_batch_targets(self, yb: Any) -> Tensor:
+    def _batch_targets(self, yb: Any) -> Tensor:
         t = as_tensor(yb, "a batch of y", dtype=self.dtype, device=self.device)
-        return self.likelihood.check_targets(t.reshape(-1))
+        return self.likelihood.check_targets(t.reshape(-1).to(PARAMETER_DTYPE))
 
     # -- persistence ----------------------------------------------------------------------
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), "likelihood": self.likelihood.config(), "whiten": self.whiten,
-                "chunk_size": self.chunk_size}
-
-    @classmethod
-    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> SVGP:
-        model = super()._restore(config, state)
-        model.likelihood = likelihood_from_config(config["likelihood"]).to(dtype=model.dtype)
-        model.feature = InducingPoints(state["feature.Z"])
-        model.whiten, model.chunk_size = bool(config["whiten"]), config["chunk_size"]
-        model.q_mu = nn.Parameter(torch.zeros_like(state["q_mu"]))
-        model.q_sqrt = nn.Parameter(torch.zeros_like(state["q_sqrt"]))
-        return model
-
-    def _restore_posterior(self, saved: dict[str, Any]) -> VariationalPosterior:
-        return VariationalPosterior(self.kernel, self.feature, saved["L"], saved["q_mu"],
-                                    saved["q_sqrt"], True, saved["jitter"])
+    def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
+        return SparsePosterior.from_state(self.kernel, self.feature, saved)
 
     # -- prediction -----------------------------------------------------------------------
-    def _build_posterior(self) -> VariationalPosterior:
-        return VariationalPosterior(self.kernel, self.feature, self._cholesky_kuu(), self.q_mu,
-                                    self.q_sqrt, self.whiten, self.jitter)
+    def _build_posterior(self) -> SparsePosterior:
+        L = self._cholesky_kuu()
+        q = conditionals.from_parameters(L, self.q_mu, self.q_sqrt, self.whiten)
+        return SparsePosterior(self.kernel, self.feature, L, q,
+                               torch.zeros((), dtype=L.dtype, device=L.device), self.jitter)
 
     def _latent(self, Xnew: Any, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+        """Mean and variance of the latent functions, always [N*, C] (or [C, N*, N*])."""
         Xs = self._internal_inputs(Xnew)
         with torch.no_grad():
-            return self.posterior().predict_f(Xs, full_cov)
+            mean, var = self.posterior().predict_f(Xs, full_cov)
+        if self.num_latent == 1:
+            mean, var = mean[:, None], (var[None] if full_cov else var[:, None])
+        return mean, var
 
     def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance of the latent functions: [N*] for one, [N*, C] for several."""
         mean, var = self._latent(Xnew, full_cov)
         if self.num_latent == 1:
             mean, var = mean[:, 0], (var[0] if full_cov else var[:, 0])
-        return mean.cpu().numpy(), var.cpu().numpy()
+        return self._output(mean, var)
 
-    def predict_y(self, Xnew: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of y* under the likelihood."""
+    def _likelihood_moments(self, Xnew: Any) -> tuple[Tensor, Tensor]:
         mean, var = self._latent(Xnew)
         if self.likelihood.num_latent == 1:
             mean, var = mean[:, 0], var[:, 0]
+        return mean, var
+
+    def predict_y(self, Xnew: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of y* under the likelihood."""
+        mean, var = self._likelihood_moments(Xnew)
         with torch.no_grad():
-            m, v = self.likelihood.predict_mean_and_var(mean, var)
-        return m.cpu().numpy(), v.cpu().numpy()
+            return self._output(*self.likelihood.predict_mean_and_var(mean, var))
 
     def predict_proba(self, Xnew: Any) -> np.ndarray:
         """Class probabilities: P(y* = 1) [N*] for Bernoulli, [N*, C] for several classes."""
@@ -299,12 +236,10 @@ class SVGP(InducingPointsMixin, Model):
 
     def predict_log_density(self, Xnew: Any, ynew: Any) -> np.ndarray:
         """log p(y* | data) at each test point [N*] (e.g. for the test NLPD)."""
-        mean, var = self._latent(Xnew)
-        y = self._prepare_batch_targets(ynew)
-        if self.likelihood.num_latent == 1:
-            mean, var = mean[:, 0], var[:, 0]
+        mean, var = self._likelihood_moments(Xnew)
+        y = self._batch_targets(ynew)
         with torch.no_grad():
-            return self.likelihood.predict_log_density(mean, var, y).cpu().numpy()
+            return self._output(self.likelihood.predict_log_density(mean, var, y))[0]
 
 
 class _CollapsedBound:
@@ -319,11 +254,9 @@ class _CollapsedBound:
 
     def training_loss(self) -> Tensor:
         m = self.model
-        fam = family("vfe")
-        F = collapsed_objective(m.kernel, m.feature, m.X, m.y, m.likelihood.value("variance"),
-                                fam, m.jitter, m.chunk_size)
-        return -(F + m.log_prior())
+        problem = CollapsedProblem(m.kernel, m.feature, m.X, m.y, m.likelihood.value("variance"),
+                                   VFE, m.jitter, m.chunk_size)
+        return -(collapsed_objective(problem) + m.log_prior())
 
     def summary(self) -> str:
         return self.model.summary()
-

@@ -20,18 +20,14 @@ import torch
 from torch import Tensor
 
 from .. import covariances as cov
-from ..cross_covariance import cross_covariance
+from ..chunking import auto_chunk_size
+from ..conditionals import WhitenedGaussian, from_precision
+from ..covariances import cross_covariance
 from ..distributed import global_sum
 from ..kernels.base import Kernel
-from ..linalg import (
-    LOG_2PI,
-    jittered_cholesky,
-    log_det_from_cholesky,
-    solve_lower,
-    solve_lower_t,
-)
+from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower
 from .statistics import PowerEPStream, WhitenedStream
-from .streaming import auto_chunk_size, streamed_sum
+from .streaming import streamed_sum
 
 APPROXIMATIONS = ("vfe", "fitc", "dtc", "pep")
 
@@ -97,26 +93,40 @@ def _chunk_size(chunk_size: int | None, M: int, dtype: torch.dtype) -> int:
     return auto_chunk_size(M, torch.finfo(dtype).bits // 8)
 
 
-def statistics(
-    kernel: Kernel, feature: object, X: Tensor, y: Tensor, L: Tensor, noise: Tensor,
-    fam: Family, chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
-) -> Statistics:
-    """The sums of MATH.md §2 for family member `fam` (L = chol(Kuu)), streamed over chunks
-    of the data and, when the data are sharded, over processes (see `streaming`)."""
-    kuf = cross_covariance(feature, kernel, compute_dtype)
-    size = _chunk_size(chunk_size, L.shape[0], kuf.dtype)
-    n = int(global_sum(X.shape[0], X))
-    if fam.mode == "pep":
-        stream = PowerEPStream(kuf, L, noise, fam.alpha, L.dtype)
-        return Statistics(*streamed_sum(stream, X, y, size), n=n)
+class CollapsedProblem(NamedTuple):
+    """A collapsed objective as a value (internal units): the kernel, the inducing feature, the
+    data X [N, D] and y [N], the noise variance σ² [], the family member, the relative jitter
+    on Kuu, and how the N·M² work is done (`chunk_size` rows at a time, default from a memory
+    budget; `compute_dtype`, e.g. float32 on a GPU, the M×M factorisations staying float64)."""
+
+    kernel: Kernel
+    feature: object
+    X: Tensor
+    y: Tensor
+    noise: Tensor
+    fam: Family
+    jitter: float
+    chunk_size: int | None = None
+    compute_dtype: torch.dtype | None = None
+
+
+def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
+    """The sums of MATH.md §2 for the problem's family member (L = chol(Kuu)), streamed over
+    chunks of the data and, when the data are sharded, over processes (see `streaming`)."""
+    kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
+    size = _chunk_size(p.chunk_size, L.shape[0], kuf.dtype)
+    n = int(global_sum(p.X.shape[0], p.X))
+    if p.fam.mode == "pep":
+        stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype)
+        return Statistics(*streamed_sum(stream, p.X, p.y, size), n=n)
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
-    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype), X, y, size)
+    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype), p.X, p.y, size)
     zero = torch.zeros((), dtype=Q.dtype, device=Q.device)
     return Statistics(
-        A=Q / noise,
-        c=r / noise,
-        s_y=yy / noise,
-        s_loglam=n * torch.log(noise),
+        A=Q / p.noise,
+        c=r / p.noise,
+        s_y=yy / p.noise,
+        s_loglam=n * torch.log(p.noise),
         s_d=kd - torch.diagonal(Q).sum(),
         s_pen=zero,
         n=n,
@@ -153,77 +163,40 @@ def family_objective(stats: Statistics, solved: Solved, noise: Tensor, fam: Fami
     return data_fit + complexity + penalty
 
 
-def factor_and_statistics(
-    kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, fam: Family,
-    jitter: float, chunk_size: int | None, compute_dtype: torch.dtype | None,
-) -> tuple[Tensor, float, Statistics]:
+def factor_and_statistics(p: CollapsedProblem) -> tuple[Tensor, float, Statistics]:
     """The jittered Cholesky L of Kuu, the relative jitter it used, and the statistics."""
-    L, used = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
-    return L, used, statistics(kernel, feature, X, y, L, noise, fam, chunk_size, compute_dtype)
+    L, used = jittered_cholesky(cov.Kuu(p.feature, p.kernel), p.jitter, name="Kuu")
+    return L, used, statistics(p, L)
 
 
-def collapsed_objective(
-    kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, fam: Family,
-    jitter: float, chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
-) -> Tensor:
-    """F_α for data X [N, D], y [N] with inducing variables `feature`. Shape: [].
-
-    `chunk_size` rows are processed at a time (default from a memory budget);
-    `compute_dtype` (e.g. float32 on a GPU) is the dtype of the N·M² work, the M×M
-    factorisations staying in the dtype of the parameters.
-    """
-    _, _, stats = factor_and_statistics(kernel, feature, X, y, noise, fam, jitter, chunk_size,
-                                         compute_dtype)
-    return family_objective(stats, solve(stats), noise, fam)
+def collapsed_objective(p: CollapsedProblem) -> Tensor:
+    """F_α of the problem's family member (MATH.md §2). Shape: []."""
+    _, _, stats = factor_and_statistics(p)
+    return family_objective(stats, solve(stats), p.noise, p.fam)
 
 
-class PosteriorFactors(NamedTuple):
-    """What a sparse posterior caches (MATH.md §2, 'Posterior over u').
-
-    L = chol(Kuu), L_B = chol(B), B = I + A; w = L⁻ᵀL_B⁻ᵀe gives the mean k*ᵀw, and
-    C = diag(√(μ/(1+μ))) Uᵀ L⁻¹ with A = U diag(μ) Uᵀ gives the variance
-    k** − ‖L⁻¹k*‖² + ‖L_B⁻¹L⁻¹k*‖² = k** − ‖C k*‖² with one matrix product per test point.
-    """
-
-    L: Tensor
-    L_B: Tensor
-    w: Tensor
-    C: Tensor
-    jitter: float
+def posterior_q(p: CollapsedProblem) -> tuple[Tensor, WhitenedGaussian, float]:
+    """The optimal q(u) of every member (MATH.md §2, 'Posterior over u'): L = chol(Kuu),
+    whitened q(v) = N(L_B⁻ᵀe, B⁻¹), and the relative jitter used."""
+    L, used, stats = factor_and_statistics(p)
+    return L, q_from_statistics(stats), used
 
 
-def posterior_factors(
-    kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, fam: Family,
-    jitter: float, chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
-) -> PosteriorFactors:
-    """Factors of the optimal q(u) of every member and of its predictive distribution."""
-    L, used, stats = factor_and_statistics(kernel, feature, X, y, noise, fam, jitter,
-                                            chunk_size, compute_dtype)
-    return factors_from_statistics(L, stats, used)
-
-
-def factors_from_statistics(L: Tensor, stats: Statistics, jitter: float) -> PosteriorFactors:
-    """The posterior factors from L = chol(Kuu) and any statistics A = Σ β a aᵀ, c = Σ β y a
-    (also the Power-EP classification posterior, with pseudo-noise 1/τ and targets ν/τ)."""
+def q_from_statistics(stats: Statistics) -> WhitenedGaussian:
+    """q(v) = N(L_B⁻ᵀe, B⁻¹) from any statistics A = Σ β a aᵀ, c = Σ β y a (also the
+    Power-EP classification posterior, with pseudo-noise 1/τ and pseudo-targets ν/τ)."""
     s = solve(stats)
-    w = solve_lower_t(L, solve_lower_t(s.L_B, s.e))
-    mu, U = torch.linalg.eigh(stats.A)
-    shrink = torch.sqrt((mu / (1.0 + mu)).clamp_min(0.0))  # I − B⁻¹ = U diag(μ/(1+μ)) Uᵀ
-    C = solve_lower_t(L, U * shrink).mT
-    return PosteriorFactors(L, s.L_B, w, C, jitter)
+    return from_precision(s.L_B, s.e)
 
 
-def titsias_upper_bound(
-    kernel: Kernel, feature: object, X: Tensor, y: Tensor, noise: Tensor, jitter: float,
-    chunk_size: int | None = None, compute_dtype: torch.dtype | None = None,
-) -> Tensor:
+def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
     """Upper bound on log p(y) (Titsias 2014; MATH.md §3), t = Σ_n d_n ≥ λ_max(Kff − Qff):
 
-    U = −(N/2) log 2π − ½ log|Qff + σ²I| − ½ yᵀ(Qff + (t + σ²)I)⁻¹y.
+    U = −(N/2) log 2π − ½ log|Qff + σ²I| − ½ yᵀ(Qff + (t + σ²)I)⁻¹y (any family member's
+    problem: the bound uses the VFE statistics).
     """
-    _, _, vfe = factor_and_statistics(kernel, feature, X, y, noise, VFE, jitter, chunk_size,
-                                       compute_dtype)
-    return upper_bound_from_statistics(vfe, noise)
+    _, _, vfe = factor_and_statistics(p._replace(fam=VFE))
+    return upper_bound_from_statistics(vfe, p.noise)
 
 
 def upper_bound_from_statistics(vfe: Statistics, noise: Tensor) -> Tensor:

@@ -14,12 +14,14 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from .. import conditionals
 from .. import covariances as cov
+from ..chunking import chunk_slices
+from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
 from ..likelihoods.base import Likelihood
-from ..linalg import jittered_cholesky, solve_lower, solve_lower_t
+from ..linalg import jittered_cholesky
 from .collapsed import Statistics, solve
-from .streaming import chunk_slices
 
 
 class Marginals(NamedTuple):
@@ -31,8 +33,9 @@ class Marginals(NamedTuple):
 
 
 def _whitened(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor) -> tuple[Tensor, Tensor]:
-    a = solve_lower(L, cov.Kuf(feature, kernel, Xb))  # [M, B]
-    return a, (kernel.K_diag(Xb) - (a * a).sum(0)).clamp_min(0.0)
+    """a = L⁻¹k_n [M, B] and d_n = [Kff − Qff]_nn [B]."""
+    a = conditionals.whiten(L, cov.Kuf(feature, kernel, Xb))
+    return a, conditionals.nystrom_residual(a, kernel.K_diag(Xb))
 
 
 def site_statistics(kernel: Kernel, feature: object, X: Tensor, L: Tensor, tau: Tensor,
@@ -48,15 +51,14 @@ def site_statistics(kernel: Kernel, feature: object, X: Tensor, L: Tensor, tau: 
     return Statistics(scale * A, scale * c, zero, zero, zero, zero, X.shape[0])
 
 
-def marginals(kernel: Kernel, feature: object, X: Tensor, L: Tensor, L_B: Tensor, e: Tensor,
+def marginals(kernel: Kernel, feature: object, X: Tensor, L: Tensor, q: WhitenedGaussian,
               chunk_size: int) -> Marginals:
-    """μ_n = a_nᵀ m_v, s_n = ‖L_B⁻¹a_n‖² (whitened q(v) = N(m_v, B⁻¹), m_v = L_B⁻ᵀe)."""
-    m_v = solve_lower_t(L_B, e)
+    """μ_n = a_nᵀm, s_n = a_nᵀSa_n under the sites' whitened q(v) = N(m, S = B⁻¹)."""
     parts = []
     for sl in chunk_slices(X.shape[0], chunk_size):
         a, d = _whitened(kernel, feature, X[sl], L)
-        b = solve_lower(L_B, a)
-        parts.append((a.mT @ m_v, (b * b).sum(0), d))
+        mean, var = conditionals.projected(a, q)
+        parts.append((mean[:, 0], var[:, 0], d))
     return Marginals(*(torch.cat(p) for p in zip(*parts)))
 
 
@@ -93,7 +95,7 @@ def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Li
     L, _ = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
     stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size, scale)
     s = solve(stats)
-    m = marginals(kernel, feature, X, L, s.L_B, s.e, chunk_size)
+    m = marginals(kernel, feature, X, L, conditionals.from_precision(s.L_B, s.e), chunk_size)
     mu_c, s_c, _ = cavity(m, tau, nu, alpha)
     log_Z, _, _ = likelihood.tilted_moments(mu_c, s_c + m.d, y, alpha)
     local = (log_Z - log_site_expectation(mu_c, s_c, tau, nu, alpha)).sum() / alpha

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..cross_covariance import CrossCovariance
+from ..covariances import CrossCovariance
 from .streaming import Stream
 
 # Lower-triangle Gram products in row panels of this height (measured best on a 2-core

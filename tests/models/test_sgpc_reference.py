@@ -98,8 +98,8 @@ def test_small_alpha_energy_approaches_the_svgp_elbo_of_the_same_q():
         sv = sg.SVGP(X, (y + 1) / 2, kernel=sg.kernels.SquaredExponential(lengthscale=0.8, variance=2.0),
                      likelihood=sg.likelihoods.Bernoulli(), inducing_points=Z, whiten=False)
         with torch.no_grad():
-            sv.q_mu.copy_(post.q_mu[:, None])
-            sv.q_sqrt.copy_(torch.linalg.cholesky(post.q_cov)[None])
+            sv.q_mu.copy_(post.q_mu)  # q(u) in u-space, [M, C] and [C, M, M], on every posterior
+            sv.q_sqrt.copy_(torch.linalg.cholesky(post.q_cov))
         gaps.append(clf.log_marginal_likelihood() - sv.log_marginal_likelihood())
     assert abs(gaps[-1]) < 0.02
     assert abs(gaps[0]) > abs(gaps[1]) > abs(gaps[2])

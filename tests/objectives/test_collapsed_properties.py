@@ -55,7 +55,7 @@ def test_gradcheck_on_the_upper_bound_and_exact_objective():
     from sparsegp.objectives.collapsed import titsias_upper_bound
 
     def ub(*p):
-        return titsias_upper_bound(m.kernel, m.feature, m.X, m.y, m.value("noise_variance"), m.jitter, 4)
+        return titsias_upper_bound(m.collapsed_problem()._replace(chunk_size=4))
 
     assert torch.autograd.gradcheck(ub, tuple(m.parameters()), eps=1e-6, atol=1e-6)
     X, y = make_problem(5, N=12)

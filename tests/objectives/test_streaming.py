@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp import cross_covariance
+from sparsegp import covariances
 from sparsegp.benchmarking.naive import naive_collapsed, se
+from sparsegp.covariances.inducing_points import SquaredExponentialCrossCovariance
 
 from ..conftest import make_problem
 
@@ -46,8 +47,8 @@ def test_generic_kernels_stream_through_autograd_recomputation(approx, alpha):
     # No hand-derived gradient for this kernel: the generic streamed Kuf recomputes chunks.
     kernel = sg.kernels.Matern32(lengthscale=[0.9, 1.4, 2.0]) + sg.kernels.Linear(variance=0.1)
     m = model(approx, alpha, kernel=kernel)
-    assert type(cross_covariance.cross_covariance(m.feature, m.kernel)) is \
-        cross_covariance.CrossCovariance
+    assert type(covariances.cross_covariance(m.feature, m.kernel)) is \
+        covariances.CrossCovariance
     assert torch.autograd.gradcheck(lambda *p: m.training_loss(), tuple(m.parameters()))
 
 
@@ -56,8 +57,8 @@ def test_fast_squared_exponential_chunk_gradient_matches_autograd():
     feature = sg.InducingPoints(torch.as_tensor(X[:6] + 0.1))
     for ell in (0.7, [0.5, 1.0, 2.0]):
         kernel = sg.kernels.SquaredExponential(lengthscale=ell, variance=1.7)
-        fast = cross_covariance.cross_covariance(feature, kernel)
-        assert isinstance(fast, cross_covariance.SquaredExponentialCrossCovariance)
+        fast = covariances.cross_covariance(feature, kernel)
+        assert isinstance(fast, SquaredExponentialCrossCovariance)
         Xb = torch.as_tensor(X)
         K = fast.value(Xb)
         torch.testing.assert_close(K, kernel.K(feature.Z, Xb).detach(), rtol=1e-12, atol=1e-14)
@@ -75,7 +76,7 @@ def test_fast_squared_exponential_chunk_gradient_matches_autograd():
 
 def test_chunks_never_exceed_the_chunk_size_forward_or_backward(monkeypatch):
     widths = []
-    for cls in (cross_covariance.CrossCovariance, cross_covariance.SquaredExponentialCrossCovariance):
+    for cls in (covariances.CrossCovariance, SquaredExponentialCrossCovariance):
         for name, position in (("value", 0), ("grad_chunk", 1)):
             real = getattr(cls, name)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sparsegp as sg
-from sparsegp.diagnostics import select_inducing
+from sparsegp.workflows import select_inducing
 
 from ..conftest import make_problem
 

@@ -1,4 +1,4 @@
-"""Starting values from the data: inducing inputs (k-means++) and hyperparameters."""
+"""Starting inducing inputs from the data: seeded k-means++ centres or a random subset."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..objectives.streaming import auto_chunk_size, chunk_slices
+from ..chunking import auto_chunk_size, chunk_slices
 from ..validation import as_inputs
 
 INIT_METHODS = ("kmeans++", "random")
 
 
-def _nearest(X: Tensor, C: Tensor) -> Tensor:
+def nearest(X: Tensor, C: Tensor) -> Tensor:
     """Index of the nearest centre for every row. Shapes: X [N, D], C [K, D] -> [N]."""
     out = torch.empty(X.shape[0], dtype=torch.long)
     cn = (C * C).sum(-1)
@@ -46,7 +46,7 @@ def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10) -> 
         d2 = torch.minimum(d2, ((Xc - Xc[i]) ** 2).sum(-1))
     C = Xc[idx].clone()
     for _ in range(iterations):
-        assign = _nearest(Xc, C)
+        assign = nearest(Xc, C)
         counts = torch.bincount(assign, minlength=M).to(Xc.dtype)
         sums = torch.zeros_like(C).index_add_(0, assign, Xc)
         keep = counts > 0  # an empty cluster keeps its centre
@@ -64,32 +64,19 @@ def random_subset(X: Tensor, M: int, seed: int = 0) -> Tensor:
     return X[idx.to(X.device)].detach().clone()
 
 
-def initial_inducing_inputs(
-    X: Tensor, inducing_points: Any, method: str = "kmeans++", seed: int = 0
-) -> Tensor:
-    """Inducing inputs [M, D] from an int M (chosen from X by `method`) or an array."""
-    if isinstance(inducing_points, bool):
-        raise TypeError("inducing_points must be an int M or an array [M, D]; got a bool")
-    if isinstance(inducing_points, numbers.Integral):
-        M, N = int(inducing_points), X.shape[0]
-        if M < 1:
-            raise ValueError(f"inducing_points must be at least 1; got {M}")
-        if M > N:
-            raise ValueError(
-                f"inducing_points={M} exceeds the number of data points N={N}; "
-                "choose M ≤ N (or pass an array of inducing inputs)"
-            )
-        if method not in INIT_METHODS:
-            raise ValueError(f"inducing_init must be one of {INIT_METHODS}; got {method!r}")
-        if method == "random":
-            return random_subset(X, M, seed)
-        return kmeans_plus_plus(X, M, seed)
-    return as_inputs(
-        inducing_points, "inducing_points", num_features=X.shape[1], dtype=X.dtype, device=X.device
-    ).clone()
-
-
-def signal_variance(y: Tensor) -> float:
-    """var(y), or 1 for constant targets (a starting value for kernel and noise variances)."""
-    v = float(y.var()) if y.shape[0] > 1 else 0.0
-    return v if v > 0.0 else 1.0
+def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int = 0) -> Tensor:
+    """M inducing inputs [M, D] chosen from the rows of X [N, D] by `method` (seeded)."""
+    X = as_inputs(X, "X")
+    if isinstance(M, bool) or not isinstance(M, numbers.Integral):
+        raise TypeError(f"the number of inducing variables must be an int; got {M!r}")
+    M, N = int(M), X.shape[0]
+    if M < 1:
+        raise ValueError(f"inducing_points must be at least 1; got {M}")
+    if M > N:
+        raise ValueError(f"inducing_points={M} exceeds the number of data points N={N}; choose "
+                         "M ≤ N (or pass an array of inducing inputs)")
+    if method not in INIT_METHODS:
+        raise ValueError(f"inducing_init must be one of {INIT_METHODS}; got {method!r}")
+    if method == "random":
+        return random_subset(X, M, seed)
+    return kmeans_plus_plus(X, M, seed)

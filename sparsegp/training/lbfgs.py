@@ -3,45 +3,26 @@
 The objective and its gradient come from `model.training_loss()` through torch autograd;
 the optimiser's vector is float64 whatever the model's dtype. Frozen parameters
 (`requires_grad=False`) are left out. If the objective or its gradient stops being finite,
-training stops, the model is put back at the last accepted iterate, and the result says so.
+or the user presses Ctrl-C, training stops, the model is put back at the last accepted
+iterate, and the result says so.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.optimize
 import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
-from tqdm.auto import tqdm
 
-from .distributed import broadcast_
-from .linalg import CholeskyError
-
-
-@dataclass
-class FitResult:
-    """What `fit()` did: success, the optimiser's message and the objective's history."""
-
-    success: bool
-    message: str
-    iterations: int
-    evaluations: int
-    objective: float  # final training objective: log marginal likelihood (+ log prior)
-    history: list[float] = field(default_factory=list)  # objective at start and per iteration
-    seconds: float = 0.0
-    info: dict = field(default_factory=dict)  # model-specific counts (e.g. EP sweeps)
-
-    def __str__(self) -> str:
-        state = "converged" if self.success else "stopped"
-        return (f"{state} after {self.iterations} iterations ({self.evaluations} evaluations, "
-                f"{self.seconds:.2f} s): objective {self.objective:.6g}; {self.message}")
+from ..distributed import broadcast_
+from ..linalg import CholeskyError
+from .progress import progress_bar
+from .result import INTERRUPTED, FitResult, warn_interrupted
 
 
 class _NonFinite(Exception):
@@ -122,14 +103,13 @@ def fit_lbfgsb(
     try:
         f0, _ = fun(x0)
     except _NonFinite as err:
+        flat.set(x0)
         raise RuntimeError(
             f"cannot fit {type(model).__name__}: at the starting parameters {err}"
         ) from None
     history = [-f0]
     best = {"x": x0.copy(), "f": f0}
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    show = show and not (lockstep and torch.distributed.get_rank() != 0)
-    bar = tqdm(total=maxiter, disable=not show, desc=f"fit {type(model).__name__}", leave=False)
+    bar = progress_bar(progress, maxiter, f"fit {type(model).__name__}")
 
     def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:
         best["x"], best["f"] = intermediate_result.x.copy(), float(intermediate_result.fun)
@@ -141,6 +121,7 @@ def fit_lbfgsb(
 
     options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
     info: dict = {}
+    interrupted = False
     try:
         # numpy/scipy's own BLAS threads spin against torch's: the optimiser's vector work
         # is tiny, so give it one thread (measured: 4× faster fits on small problems).
@@ -150,15 +131,21 @@ def fit_lbfgsb(
         flat.set(res.x)
         success, message, nit = bool(res.success), str(res.message), int(res.nit)
         objective = -float(res.fun)
-    except _NonFinite as err:
+    except (_NonFinite, KeyboardInterrupt) as err:
         flat.set(best["x"])
-        summary = model.summary() if hasattr(model, "summary") else ""
-        success, nit, objective = False, len(history) - 1, -best["f"]
-        message = (f"stopped at iteration {nit}: {err}. The model holds the last accepted "
-                   f"(finite) parameter values:\n{summary}")
-        info["non_finite"] = True
-        warnings.warn(f"{type(model).__name__}.fit {message}", RuntimeWarning, stacklevel=3)
+        nit, objective = len(history) - 1, -best["f"]
+        success = False
+        if isinstance(err, KeyboardInterrupt):
+            interrupted = True
+            message = f"{INTERRUPTED} at iteration {nit}"
+            warn_interrupted(f"{type(model).__name__}.fit", f"at iteration {nit}", stacklevel=3)
+        else:
+            summary = model.summary() if hasattr(model, "summary") else ""
+            message = (f"stopped at iteration {nit}: {err}. The model holds the last accepted "
+                       f"(finite) parameter values:\n{summary}")
+            info["non_finite"] = True
+            warnings.warn(f"{type(model).__name__}.fit {message}", RuntimeWarning, stacklevel=3)
     finally:
         bar.close()
     return FitResult(success, message, nit, evaluations, objective, history,
-                     time.perf_counter() - start, info)
+                     time.perf_counter() - start, info, interrupted)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparsegp.models.initialisation import kmeans_plus_plus, random_subset
+from sparsegp.features.initialisation import kmeans_plus_plus, random_subset
 
 
 def test_kmeans_finds_well_separated_clusters():

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..diagnostics.inducing_gain import inducing_gain
 from ..kernels.base import Kernel
 from ..models import SGPR
-from .inducing_gain import inducing_gain
 
 
 @dataclass

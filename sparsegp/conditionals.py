@@ -1,0 +1,127 @@
+"""q(f) from q(u): the one conditional every posterior and every objective uses.
+
+With L = chol(Kuu) and whitened inducing variables v = L⁻¹u, a Gaussian q(v) = N(m, S) gives
+at inputs x, with a = L⁻¹k_u(x) (MATH.md §2, §4, §5; Hensman et al. 2013):
+
+  mean = aᵀm,   var = k(x, x) − ‖a‖² + aᵀSa,   cov(x, x') = k(x, x') − aᵀa' + aᵀSa'.
+
+`projected` gives the part that q(v) determines (h = aᵀv), `conditional` adds the prior
+residual. q(v) is a `WhitenedGaussian`: SVGP stores S by a Cholesky factor (S = R Rᵀ,
+aᵀSa = ‖Rᵀa‖²); the collapsed family and Power EP have S = B⁻¹ with B = I + A = R Rᵀ, stored
+by that factor (`precision=True`, aᵀSa = ‖R⁻¹a‖²), so no inverse is ever formed. Shapes:
+mean [M, C] for C latent functions, root [C, M, M] (or [M, M], shared by all C).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .linalg import solve_lower, solve_lower_t
+
+
+class WhitenedGaussian(NamedTuple):
+    """q(v) = N(mean, S) for v = L⁻¹u: S = root rootᵀ, or (root rootᵀ)⁻¹ with `precision`."""
+
+    mean: Tensor  # [M, C]
+    root: Tensor  # [C, M, M] or [M, M]: a square root (lower-triangular from a Cholesky)
+    precision: bool = False
+
+    def root_t_times(self, A: Tensor) -> Tensor:
+        """A matrix R' with R'ᵀR' = AᵀSA: Rᵀ A, or R⁻¹A for a precision root. [C, M, B]."""
+        root = self.root if self.root.dim() == 3 else self.root.unsqueeze(0)
+        if self.precision:
+            return torch.linalg.solve_triangular(root, A.expand(root.shape[0], *A.shape),
+                                                 upper=False)
+        return root.mT @ A
+
+    @property
+    def covariance(self) -> Tensor:
+        """S [C, M, M] (formed: for reporting, never on a hot path)."""
+        root = self.root if self.root.dim() == 3 else self.root.unsqueeze(0)
+        if self.precision:
+            eye = torch.eye(root.shape[-1], dtype=root.dtype, device=root.device)
+            inv = torch.linalg.solve_triangular(root, eye.expand_as(root), upper=False)
+            return inv.mT @ inv
+        return root @ root.mT
+
+
+def whiten(L: Tensor, Kuf: Tensor) -> Tensor:
+    """a = L⁻¹Kuf. Shapes: L [M, M], Kuf [M, B] -> [M, B]."""
+    return solve_lower(L, Kuf)
+
+
+def nystrom_residual(A: Tensor, kdiag: Tensor) -> Tensor:
+    """diag(Kff − Qff) = k(x, x) − ‖a‖², clipped at 0 (rounding). Shapes: A [M, B] -> [B]."""
+    return (kdiag - (A * A).sum(0)).clamp_min(0.0)
+
+
+def projected(A: Tensor, q: WhitenedGaussian) -> tuple[Tensor, Tensor]:
+    """Mean aᵀm and variance aᵀSa [B, C] of h = aᵀv = k_u(x)ᵀKuu⁻¹u, the part of f(x) that
+    the inducing variables determine (Power EP's sites live on it; MATH.md §5)."""
+    SA = q.root_t_times(A)  # [C, M, B]
+    return A.mT @ q.mean, (SA * SA).sum(1).mT
+
+
+def conditional(A: Tensor, kff: Tensor, q: WhitenedGaussian, full_cov: bool = False
+                ) -> tuple[Tensor, Tensor]:
+    """Mean [B, C] and variance [B, C] (or covariance [C, B, B]) of q(f) at the inputs whose
+    whitened cross-covariances are A = L⁻¹Kuf [M, B]; `kff` is diag Kff [B] (or Kff [B, B]
+    with `full_cov`): f = h + the Nyström residual, independent of u."""
+    if full_cov:
+        SA = q.root_t_times(A)
+        return A.mT @ q.mean, kff - A.mT @ A + SA.mT @ SA
+    mean, var_h = projected(A, q)
+    return mean, nystrom_residual(A, kff)[:, None] + var_h
+
+
+class Folded(NamedTuple):
+    """The conditional with L and q(v) folded into fixed operators, for prediction:
+
+    mean = Kusᵀw with w = L⁻ᵀm, and, writing I − S = U diag(λ) Uᵀ and F = diag(√|λ|) Uᵀ L⁻¹,
+    var = kff − Σ_i sign(λ_i) (F Kus)_i² — the same numbers as `conditional` with one
+    [M, M]·[M, B] product per latent function and block of test points, and no solve
+    (S ⪯ I for the collapsed family and Power EP, so every sign is + there; SVGP's S may not be).
+    """
+
+    w: Tensor  # [M, C]
+    F: Tensor  # [C, M, M]
+    sign: Tensor  # [C, M]
+
+
+def fold(L: Tensor, q: WhitenedGaussian) -> Folded:
+    """Fold L = chol(Kuu) and q(v) into the operators of `Folded` (O(M³), once)."""
+    S = q.covariance  # [C, M, M]
+    eye = torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+    lam, U = torch.linalg.eigh(eye - S)
+    G = U * torch.sqrt(lam.abs())[..., None, :]  # columns √|λ_i| u_i
+    F = torch.linalg.solve_triangular(L.mT, G, upper=True).mT  # (L⁻ᵀG)ᵀ = Gᵀ L⁻¹
+    return Folded(solve_lower_t(L, q.mean), F, torch.sign(lam))
+
+
+def folded_conditional(Kus: Tensor, kff: Tensor, f: Folded, full_cov: bool = False
+                       ) -> tuple[Tensor, Tensor]:
+    """`conditional` from the cross-covariances Kus [M, B] and the folded operators:
+    mean [B, C], variance [B, C] (or covariance [C, B, B])."""
+    mean = Kus.mT @ f.w
+    V = f.F @ Kus  # [C, M, B]
+    if full_cov:
+        return mean, kff - V.mT @ (f.sign[..., None] * V)
+    return mean, (kff[:, None] - ((f.sign[..., None] * V * V).sum(1)).mT).clamp_min(0.0)
+
+
+def from_parameters(L: Tensor, q_mu: Tensor, q_sqrt: Tensor, whitened: bool) -> WhitenedGaussian:
+    """q(v) from a variational q(u) = N(q_mu, q_sqrt q_sqrtᵀ) (or of v when `whitened`).
+    Shapes: q_mu [M, C], q_sqrt [C, M, M] (its lower triangle is used)."""
+    q_sqrt = q_sqrt.tril()
+    if whitened:
+        return WhitenedGaussian(q_mu, q_sqrt)
+    return WhitenedGaussian(solve_lower(L, q_mu),
+                            torch.linalg.solve_triangular(L, q_sqrt, upper=False))
+
+
+def from_precision(L_B: Tensor, e: Tensor) -> WhitenedGaussian:
+    """The collapsed family's optimal q(v) = N(L_B⁻ᵀe, B⁻¹) with B = I + A = L_B L_Bᵀ (MATH.md §2)."""
+    return WhitenedGaussian(solve_lower_t(L_B, e)[:, None], L_B, precision=True)

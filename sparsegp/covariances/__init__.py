@@ -1,0 +1,13 @@
+"""Kuu(feature, kernel) and Kuf(feature, kernel, X) for registered (feature, kernel) pairs,
+and the streamed chunk-at-a-time Kuf of the objectives.
+
+The registry (`registry.py`) dispatches on the pair; each feature's maths lives in a module
+of its own here and registers itself on import.
+"""
+
+from . import inducing_points, sums  # noqa: F401  (registrations)
+from .registry import Kuf, Kuu, check_pair, lookup_streamed, register
+from .streamed import CrossCovariance, cross_covariance
+
+__all__ = ["Kuu", "Kuf", "register", "check_pair", "lookup_streamed", "CrossCovariance",
+           "cross_covariance"]

@@ -1,0 +1,96 @@
+"""Kuu(feature, kernel) and Kuf(feature, kernel, X): one registry for (feature, kernel) pairs.
+
+One level of dispatch: the most specific registered pair along both classes' MROs wins, but
+a registration covers subclasses only where it says so (`feature_subclasses`,
+`kernel_subclasses`): a subclass never silently inherits a pair whose maths may not hold for
+it (an image-patch feature is not a set of points in image space; a subclass of the squared
+exponential may change K). An unregistered pair is an error that names both classes and
+lists what is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor
+
+from ..kernels.base import Kernel
+
+
+@dataclass(frozen=True)
+class _Entry:
+    fn: Any
+    feature_subclasses: bool
+    kernel_subclasses: bool
+
+
+_TABLES: dict[str, dict[tuple[type, type], _Entry]] = {"Kuu": {}, "Kuf": {}, "streamed": {}}
+
+
+def register(which: str, feature_type: type, kernel_type: type, *,
+             feature_subclasses: bool = False, kernel_subclasses: bool = False) -> Callable:
+    """Decorator registering the 'Kuu' or 'Kuf' function, or the 'streamed' Kuf class, of a
+    pair. By default the registration covers exactly these two classes; say which side's
+    subclasses it also covers (e.g. `kernel_subclasses=True` for maths written in terms of
+    `kernel.K`, which holds for every kernel)."""
+    table = _TABLES[which]
+
+    def deco(fn: Any) -> Any:
+        table[(feature_type, kernel_type)] = _Entry(fn, feature_subclasses, kernel_subclasses)
+        return fn
+
+    return deco
+
+
+def _find(which: str, feature: object, kernel: object) -> Any | None:
+    ft, kt = type(feature), type(kernel)
+    for f in ft.__mro__:
+        for k in kt.__mro__:
+            entry = _TABLES[which].get((f, k))
+            if entry is None:
+                continue
+            if (f is ft or entry.feature_subclasses) and (k is kt or entry.kernel_subclasses):
+                return entry.fn
+    return None
+
+
+def _describe(entry_key: tuple[type, type], entry: _Entry) -> str:
+    f, k = entry_key
+    fs = f"{f.__name__}{'+' if entry.feature_subclasses else ''}"
+    ks = f"{k.__name__}{'+' if entry.kernel_subclasses else ''}"
+    return f"({fs}, {ks})"
+
+
+def _lookup(which: str, feature: object, kernel: object) -> Any:
+    fn = _find(which, feature, kernel)
+    if fn is not None:
+        return fn
+    pairs = ", ".join(_describe(key, e) for key, e in _TABLES[which].items())
+    raise TypeError(
+        f"no {which} registered for the feature {type(feature).__name__} with the kernel "
+        f"{type(kernel).__name__}: there is no maths for this pair; registered pairs "
+        f"('+': and subclasses): {pairs}"
+    )
+
+
+def check_pair(feature: object, kernel: object) -> None:
+    """Raise a clear TypeError unless Kuu and Kuf are registered for this pair."""
+    _lookup("Kuu", feature, kernel)
+    _lookup("Kuf", feature, kernel)
+
+
+def lookup_streamed(feature: object, kernel: object) -> type | None:
+    """The registered fast streamed-Kuf class of the pair, or None (use the generic one)."""
+    return _find("streamed", feature, kernel)
+
+
+def Kuu(feature: object, kernel: Kernel) -> Tensor:
+    """Covariance of the inducing variables, without jitter. Shape: [M, M]."""
+    return _lookup("Kuu", feature, kernel)(feature, kernel)
+
+
+def Kuf(feature: object, kernel: Kernel, X: Tensor) -> Tensor:
+    """Cross-covariance cov(u, f(X)). Shapes: X [N, D] -> [M, N]."""
+    return _lookup("Kuf", feature, kernel)(feature, kernel, X)

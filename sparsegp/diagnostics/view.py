@@ -1,0 +1,68 @@
+"""What the diagnostics read of a model: a plain value the model hands over, never its
+internals (diagnostics do not import models)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor
+
+from ..kernels.base import Kernel
+from ..objectives.collapsed import CollapsedProblem
+from ..validation import as_inputs
+
+
+@dataclass(frozen=True)
+class RegressionView:
+    """A Gaussian-likelihood regression model as the diagnostics see it (internal units).
+
+    `problem` is the collapsed objective of a sparse model (None for the exact GP); `offset`
+    turns internal objectives into the units of y; `noise_variance` is σ² in the units of y;
+    `x_shift`, `x_scale` map inputs to internal units, x' = (x − shift)/scale.
+    """
+
+    name: str
+    kernel: Kernel
+    X: Tensor
+    y: Tensor
+    noise: Tensor
+    jitter: float
+    offset: float
+    noise_variance: float
+    x_shift: Tensor
+    x_scale: Tensor
+    problem: CollapsedProblem | None = None
+    sharded: bool = False
+
+    @property
+    def num_data(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def label(self) -> str:
+        if self.problem is None:
+            return self.name
+        return f"{self.name} ({approximation_label(self.problem)}, M = {self.problem.feature.num_inducing})"
+
+    def internal(self, points: Any) -> Tensor:
+        """Inputs [K, D] in the units of X, as internal-unit tensors."""
+        Z = as_inputs(points, "candidates", num_features=self.X.shape[1], device=self.X.device)
+        return (Z.to(self.X.dtype) - self.x_shift) / self.x_scale
+
+    def user(self, Z: Tensor) -> Tensor:
+        return Z * self.x_scale + self.x_shift
+
+
+def approximation_label(problem: CollapsedProblem) -> str:
+    fam = problem.fam
+    return fam.name.upper() if fam.name != "pep" else f"PEP (α = {fam.alpha:g})"
+
+
+def view_of(model: Any) -> RegressionView:
+    """The model's `diagnostic_view()` (GPR, SGPR), or a clear error."""
+    get = getattr(model, "diagnostic_view", None)
+    if get is None:
+        raise TypeError("the diagnostics apply to Gaussian-likelihood regression models (GPR, "
+                        f"SGPR); got {type(model).__name__}")
+    return get()

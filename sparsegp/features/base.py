@@ -1,0 +1,91 @@
+"""The protocol every inducing feature follows (data only; the maths is in `covariances.py`).
+
+An inducing feature defines M inducing variables u_m = ∫ f(x) v(x; m) dx as linear functionals
+of the GP (van der Wilk 2018, ch. 4; MATH.md §8): inducing points (v a delta), Gaussian
+windows (multi-scale), weighted sums of deltas, Fourier windows, image patches. A feature
+holds its parameters and knows nothing of kernels; `covariances.Kuu/Kuf` pair it with a
+kernel. What models, persistence and diagnostics need from a feature is here:
+
+* `num_inducing` (M) and `input_dim` (D of the inputs x);
+* `config()` / `from_config()`: the structure (shapes, options), the values coming from
+  `state_dict`; `InducingFeature.registry.build(cfg)` rebuilds any registered feature;
+* `transformed(shift, scale)`: the same inducing variables written for inputs
+  x' = (x − shift)/scale (the models' `standardize_X`);
+* `locations()`: representative input locations [M, D] (for the diagnostics' "merged" and
+  "far from the data" checks), or None when the feature has none;
+* `extended(Z)`: the feature with inducing points f(Z) added (growing M);
+* `from_data(X, M, seed=...)`: a starting feature from the data (k-means++ centres).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from torch import Tensor
+
+from ..parameters import Parameterised
+from ..registry import Registered, Registry
+from ..validation import as_tensor, check_finite
+
+
+class InducingFeature(Registered, Parameterised, ABC):
+    """M inducing variables u_m = ∫ f(x) v(x; m) dx (van der Wilk 2018, §4.1)."""
+
+    registry = Registry("inducing feature")
+
+    @property
+    @abstractmethod
+    def num_inducing(self) -> int:
+        """M."""
+
+    @property
+    @abstractmethod
+    def input_dim(self) -> int:
+        """D, the dimension of the inputs x the feature integrates f over."""
+
+    def __len__(self) -> int:
+        return self.num_inducing
+
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """`{"type": class name, "args": ...}`: what `from_config` needs to rebuild the
+        structure (shapes, options); the values are restored by `load_state_dict`."""
+
+    @abstractmethod
+    def transformed(self, shift: Tensor, scale: Tensor) -> InducingFeature:
+        """A new feature defining the same u for inputs x' = (x − shift)/scale. Shapes: [D]."""
+
+    def locations(self) -> Tensor | None:
+        """Representative input locations [M, D] of the inducing variables, or None."""
+        return None
+
+    def set_locations(self, Z: Tensor) -> None:
+        """Move the inducing variables to the locations Z [M, D] (internal units)."""
+        raise TypeError(f"{type(self).__name__} has no locations to set; assign its parameters "
+                        "with model.set_value('feature.<name>', ...)")
+
+    def extended(self, Z: Tensor) -> InducingFeature:
+        """This feature with K more inducing variables, the function values f(Z) for
+        Z [K, D] (exactly, or as closely as the feature can express them); used to grow M
+        (`add_inducing_points`, `select_inducing`, the diagnostics' tighter upper bound)."""
+        raise TypeError(f"{type(self).__name__} features cannot be extended by inducing points")
+
+    @classmethod
+    @abstractmethod
+    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, **options: Any
+                  ) -> InducingFeature:
+        """A starting feature of `num_inducing` inducing variables for the inputs X [N, D]."""
+
+    def extra_repr(self) -> str:
+        return f"M={self.num_inducing}, D={self.input_dim}"
+
+
+def checked_array(value: Any, name: str, ndim: int) -> Tensor:
+    """A finite float64 tensor with `ndim` dimensions, none of them empty (a clear error if not)."""
+    t = check_finite(as_tensor(value, name), name)
+    if t.dim() != ndim or 0 in t.shape:
+        labels = {2: "[M, D]", 3: "[M, C, D]"}.get(ndim, f"{ndim}-D")
+        raise ValueError(f"{name} must be a non-empty {ndim}-D array {labels}; got shape "
+                         f"{tuple(t.shape)}")
+    return t.detach().clone()

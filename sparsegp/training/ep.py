@@ -1,0 +1,150 @@
+"""Power-EP schedules for sparse GP classification (Bui, Yan & Turner 2017; MATH.md §5).
+
+Damped parallel site sweeps (`site_sweeps`), and the two ways of alternating them with the
+hyperparameters: the full schedule (sweeps to convergence, then L-BFGS-B on the energy with
+the sites fixed, repeated) and the stochastic one (minibatches of sites, Adam steps on the
+minibatch energy scaled by N/|batch|). They work on any model that offers the sites (`tau`,
+`nu` buffers), `site_marginals(idx)`, `minibatch_energy(idx, scale)` and the usual
+`training_loss()` / `log_marginal_likelihood()`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..chunking import chunk_slices
+from ..objectives import pep_classification as pep
+from .lbfgs import fit_lbfgsb
+from .progress import progress_bar
+from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted
+
+
+def site_sweeps(model: Any, max_sweeps: int = 200, tol: float = 1e-6,
+                batch: torch.Tensor | None = None) -> dict[str, int]:
+    """Damped parallel site sweeps (all sites, or the rows `batch`) until they stop changing.
+
+    The damping is halved whenever a sweep changes the sites more than the one before it did
+    twice in a row (oscillation). Returns the sweeps run and the updates skipped.
+    """
+    idx = torch.arange(model.num_data, device=model.device) if batch is None else batch
+    damping, skipped, previous, worse = model.damping, 0, math.inf, 0
+    sweeps = 0
+    with torch.no_grad():
+        while sweeps < max_sweeps:
+            sweeps += 1
+            m = model.site_marginals(idx)
+            upd = pep.update_sites(m, model.tau[idx], model.nu[idx], model.y[idx],
+                                   model.likelihood, model.alpha, damping)
+            model.tau[idx], model.nu[idx] = upd.tau, upd.nu
+            skipped += upd.skipped
+            if upd.change < tol:
+                break
+            worse = worse + 1 if upd.change > previous else 0
+            if worse >= 2:
+                damping, worse = max(damping / 2.0, 1e-3), 0
+            previous = upd.change
+    return {"sweeps": sweeps, "skipped_updates": skipped}
+
+
+def _add(counts: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        counts[k] = counts.get(k, 0) + v
+
+
+def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
+             callback: Callable[[int, float], None] | None, inner_maxiter: int,
+             max_sweeps: int) -> FitResult:
+    """Up to `maxiter` rounds of (sweeps to convergence, then L-BFGS-B for `inner_maxiter`
+    iterations with the sites fixed) until the energy changes by less than tol·(1 + |F|)."""
+    start = time.perf_counter()
+    counts = {"sweeps": 0, "skipped_updates": 0, "lbfgs_iterations": 0,
+              "undefined_energy_stops": 0}
+    history: list[float] = []
+    success, message, interrupted = False, f"stopped after {maxiter} rounds", False
+    rounds = 0
+    bar = progress_bar(progress, maxiter, f"fit {type(model).__name__}")
+    try:
+        for rounds in range(1, maxiter + 1):
+            snapshot = Snapshot(model)
+            try:
+                _add(counts, site_sweeps(model, max_sweeps))
+            except KeyboardInterrupt:
+                snapshot.restore()
+                raise
+            with warnings.catch_warnings():
+                # With the sites fixed, a large hyperparameter step can leave some cavity
+                # without positive precision (energy undefined): L-BFGS then stops at the last
+                # good point, and the next round re-fits the sites there.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                res = fit_lbfgsb(model, maxiter=inner_maxiter, progress=False)
+            counts["lbfgs_iterations"] += res.iterations
+            counts["undefined_energy_stops"] += int(bool(res.info.get("non_finite")))
+            history.append(res.objective)
+            bar.update(1)
+            if res.interrupted:  # L-BFGS-B said so already and kept its last accepted point
+                interrupted, message = True, f"{INTERRUPTED} in round {rounds}"
+                break
+            if callback is not None:
+                callback(rounds, res.objective)
+            if len(history) > 1 and abs(history[-1] - history[-2]) < tol * (1 + abs(history[-1])):
+                success, message = True, "energy converged"
+                break
+        if not interrupted:
+            _add(counts, site_sweeps(model, max_sweeps))  # sites at the final hyperparameters
+    except KeyboardInterrupt:
+        interrupted, message = True, f"{INTERRUPTED} in round {rounds}"
+        warn_interrupted(f"{type(model).__name__}.fit", f"in round {rounds}", stacklevel=4)
+    finally:
+        bar.close()
+    return FitResult(success, message, rounds, counts["lbfgs_iterations"],
+                     model.log_marginal_likelihood(), history, time.perf_counter() - start,
+                     counts, interrupted)
+
+
+def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: int,
+                   seed: int, progress: bool | None) -> FitResult:
+    """`epochs` passes over minibatches of `batch_size` sites: a few sweeps of the batch's
+    sites, then an Adam step (`lr`) on its energy scaled by N/|batch| (Bui et al. 2017, §3.9)."""
+    start = time.perf_counter()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    N, B = model.num_data, min(batch_size, model.num_data)
+    counts = {"sweeps": 0, "skipped_updates": 0, "steps": 0}
+    history: list[float] = []
+    interrupted, message, done = False, f"{epochs} epochs", 0
+    bar = progress_bar(progress, epochs, f"fit {type(model).__name__}")
+    try:
+        for _ in range(epochs):
+            order = torch.randperm(N, generator=g).to(model.device)
+            for sl in chunk_slices(N, B):
+                idx = order[sl]
+                snapshot = Snapshot(model)
+                try:
+                    _add(counts, site_sweeps(model, sweeps, batch=idx))
+                    opt.zero_grad()
+                    F = model.minibatch_energy(idx, N / idx.shape[0])
+                    (-(F + model.log_prior())).backward()
+                    opt.step()
+                except KeyboardInterrupt:
+                    snapshot.restore()
+                    raise
+                counts["steps"] += 1
+            history.append(model.log_marginal_likelihood())
+            done += 1
+            bar.update(1)
+        _add(counts, site_sweeps(model))
+    except KeyboardInterrupt:
+        interrupted, message = True, f"{INTERRUPTED} in epoch {done}"
+        warn_interrupted(f"{type(model).__name__}.fit", f"in epoch {done}", stacklevel=4)
+    finally:
+        bar.close()
+    return FitResult(not interrupted, message, done,
+                     counts["steps"], model.log_marginal_likelihood(), history,
+                     time.perf_counter() - start, counts, interrupted)

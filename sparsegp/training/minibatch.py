@@ -1,0 +1,102 @@
+"""Minibatch training of a variational model: natural gradients on q(u), Adam on the rest.
+
+Each step takes a natural-gradient step of size γ on q(u) with the minibatch's unbiased ELBO
+estimate (Salimbeni et al. 2018), then an Adam step on the hyperparameters (or Adam on
+everything without `natgrad`). Under torch.distributed the model is wrapped in
+DistributedDataParallel and the data split by a DistributedSampler. The model offers
+`q_mu`, `q_sqrt`, `elbo(X, y, q_mu=, q_sqrt=)`, `forward(X, y)` (minus the minibatch ELBO and
+log priors), `internal_batch(Xb, yb)` for batches in the user's units, and `X`, `y`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..distributed import is_distributed
+from .natural_gradients import natural_gradient_step
+from .progress import progress_bar
+from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted
+
+
+def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any]:
+    if data is not None:
+        return data, None
+    dataset = torch.utils.data.TensorDataset(model.X, model.y)
+    g = torch.Generator().manual_seed(seed)
+    if is_distributed():
+        sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, seed=seed)
+        return torch.utils.data.DataLoader(dataset, batch_size, sampler=sampler), sampler
+    return torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, generator=g), None
+
+
+def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: float,
+                  natgrad: bool, gamma: float | None, data: Any, progress: bool | None,
+                  seed: int, callback: Callable[[int, float], None] | None) -> FitResult:
+    """Minibatches of `batch_size` (default min(N, 256)) from the model's data or from `data`
+    (a DataLoader of (X, y) batches in the units of X) for `epochs` (default: about 2,000
+    steps); natural-gradient steps of size `gamma` (default 0.1) on q(u) when `natgrad`."""
+    start = time.perf_counter()
+    N = model.num_data
+    B = min(N, 256) if batch_size is None else int(batch_size)
+    if B < 1:
+        raise ValueError(f"batch_size must be positive; got {batch_size}")
+    if epochs is None:
+        epochs = max(1, math.ceil(2000 * B / N))
+    gamma = 0.1 if gamma is None else float(gamma)
+    loader, sampler = _loader(model, B, data, seed)
+    q = {id(model.q_mu), id(model.q_sqrt)}
+    hyper = [p for p in model.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]
+    opt = torch.optim.Adam(hyper, lr=lr)
+    module: nn.Module = nn.parallel.DistributedDataParallel(model) if is_distributed() else model
+    history: list[float] = []
+    steps, epoch = 0, 0
+    success, message, interrupted = True, "", False
+    bar = progress_bar(progress, epochs, f"fit {type(model).__name__}")
+    try:
+        for epoch in range(epochs):
+            if sampler is not None:
+                sampler.set_epoch(epoch)
+            total = 0.0
+            for Xb, yb in loader:
+                if data is not None:
+                    Xb, yb = model.internal_batch(Xb, yb)
+                snapshot = Snapshot(model)
+                try:
+                    if natgrad:
+                        natural_gradient_step(
+                            lambda mean, root, X=Xb, y=yb: model.elbo(X, y, q_mu=mean, q_sqrt=root),
+                            model.q_mu, model.q_sqrt, gamma)
+                    opt.zero_grad()
+                    loss = module(Xb, yb)
+                    loss.backward()
+                    opt.step()
+                except KeyboardInterrupt:
+                    snapshot.restore()
+                    raise
+                total += float(loss.detach())
+                steps += 1
+            history.append(-total / max(1, len(loader)))
+            bar.update(1)
+            bar.set_postfix(elbo=f"{history[-1]:.6g}")
+            if callback is not None:
+                callback(epoch, history[-1])
+            if not math.isfinite(history[-1]):
+                success, message = False, f"the ELBO became {history[-1]} in epoch {epoch}"
+                break
+        else:
+            message = f"{epochs} epochs of {steps // epochs} steps"
+    except KeyboardInterrupt:
+        success, interrupted = False, True
+        message = f"{INTERRUPTED} in epoch {epoch} after {steps} steps"
+        warn_interrupted(f"{type(model).__name__}.fit", f"in epoch {epoch}", stacklevel=4)
+    finally:
+        bar.close()
+    objective = history[-1] if history else float("nan")
+    return FitResult(success, message, len(history), steps, objective, history,
+                     time.perf_counter() - start, interrupted=interrupted)

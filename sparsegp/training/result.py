@@ -1,0 +1,61 @@
+"""What a fit returns, and taking the model back to its last accepted state."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+
+@dataclass
+class FitResult:
+    """What `fit()` did: success, the optimiser's message and the objective's history.
+
+    `interrupted` is True when the user stopped training (Ctrl-C): the model then holds the
+    last accepted parameters, and `fit()` returned normally.
+    """
+
+    success: bool
+    message: str
+    iterations: int
+    evaluations: int
+    objective: float  # final training objective: log marginal likelihood (+ log prior)
+    history: list[float] = field(default_factory=list)  # objective at start and per iteration
+    seconds: float = 0.0
+    info: dict = field(default_factory=dict)  # model-specific counts (e.g. EP sweeps)
+    interrupted: bool = False
+
+    def __str__(self) -> str:
+        state = ("interrupted" if self.interrupted else
+                 "converged" if self.success else "stopped")
+        return (f"{state} after {self.iterations} iterations ({self.evaluations} evaluations, "
+                f"{self.seconds:.2f} s): objective {self.objective:.6g}; {self.message}")
+
+
+class Snapshot:
+    """Copies of a module's parameters and state buffers, to go back to after an interrupt.
+
+    Data buffers (`exclude`, e.g. the training inputs) are not copied.
+    """
+
+    def __init__(self, module: nn.Module, exclude: tuple[str, ...] = ("X", "y")) -> None:
+        named = [*module.named_parameters(), *module.named_buffers()]
+        self._saved: list[tuple[Tensor, Tensor]] = [
+            (t, t.detach().clone()) for name, t in named if name.split(".")[-1] not in exclude]
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for t, saved in self._saved:
+                t.copy_(saved)
+
+
+INTERRUPTED = "interrupted by the user (KeyboardInterrupt)"
+
+
+def warn_interrupted(what: str, where: str, stacklevel: int = 3) -> None:
+    """The one message every training loop gives when Ctrl-C stops it."""
+    warnings.warn(f"{what} {INTERRUPTED} {where}; the model holds the last accepted parameters "
+                  "and fit() returned (see FitResult.interrupted)", RuntimeWarning,
+                  stacklevel=stacklevel)
