@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .kernels import Matern12, Matern32, Matern52, SquaredExponential
 from .objectives.collapsed import APPROXIMATIONS
-from .tabular import read_csv, select_columns, write_csv
+from .tabular import csv_header, read_csv, write_csv
 from .version import __version__
 
 KERNELS = {"se": SquaredExponential, "matern12": Matern12, "matern32": Matern32,
@@ -28,33 +28,43 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from .models import GPR, SGPR
+    from .models.persistence import check_model_path
 
-    names, data = read_csv(args.data)
+    out = check_model_path(args.out)  # before the fit, not after it
+    names = csv_header(args.data)
     if args.target not in names:
         raise ValueError(f"--target {args.target!r} is not a column of {args.data}; it has {names}")
-    features = args.features.split(",") if args.features else [n for n in names if n != args.target]
+    features = (args.features.split(",") if args.features
+                else [n for n in names if n != args.target])
     if not features:
         raise ValueError(f"{args.data} has no input columns besides the target {args.target!r}")
-    X = select_columns(names, data, features, args.data)
-    y = select_columns(names, data, [args.target], args.data)[:, 0]
+    _, data = read_csv(args.data, columns=[*features, args.target])  # only these are parsed
+    X, y = data[:, :-1], data[:, -1]
     kernel = KERNELS[args.kernel](ard=True)
     common = dict(kernel=kernel, standardize_X=args.standardize, standardize_y=args.standardize)
     if args.approximation == "exact":
         model = GPR(X, y, **common)
     else:
-        M = min(args.num_inducing, X.shape[0])
-        model = SGPR(X, y, inducing_points=M, approximation=args.approximation,
-                     alpha=args.alpha, seed=args.seed, **common)
+        alpha = 0.5 if args.approximation == "pep" and args.alpha is None else args.alpha
+        model = SGPR(X, y, inducing_points=args.num_inducing, approximation=args.approximation,
+                     alpha=alpha, seed=args.seed, **common)
     start = time.perf_counter()
     result = model.fit(maxiter=args.maxiter, progress=args.progress, diagnose=False)
     seconds = time.perf_counter() - start
     print(f"{type(model).__name__} ({args.approximation}) on {X.shape[0]} points, "
           f"{X.shape[1]} inputs: {result}; {seconds:.2f} s")
-    print(model.diagnostics())  # objective, bounds, noise and the checks, in place of a warning
     model.metadata.update(features=features, target=args.target)
-    model.save(args.out)
-    print(f"model written to {args.out}")
-    return 0
+    if result.interrupted and not args.save_interrupted:
+        print(f"sparsegp fit: interrupted; no model written (--save-interrupted writes the last "
+              f"accepted parameters to {out})", file=sys.stderr)
+        return 130
+    try:  # objective, bounds, noise and the checks, in place of a warning
+        print(model.diagnostics())
+    except Exception as err:  # noqa: BLE001 - a report must not cost the user the fitted model
+        print(f"(the diagnostics could not be computed: {type(err).__name__}: {err})")
+    model.save(out)
+    print(f"model written to {out}")
+    return 130 if result.interrupted else 0
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -62,10 +72,9 @@ def _predict(args: argparse.Namespace) -> int:
 
     model = load(args.model)
     features = model.metadata.get("features")
-    names, data = read_csv(args.data)
     if features is None:
-        features = names[: model.input_dim]
-    X = select_columns(names, data, list(features), args.data)
+        features = csv_header(args.data)[: model.input_dim]
+    _, X = read_csv(args.data, columns=list(features))
     mean, var = model.predict(X, include_noise=not args.latent)
     text = write_csv(args.out, ["mean", "variance"], [mean, var])
     if args.out is None:
@@ -104,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--target", required=True, help="name of the target column")
     f.add_argument("--features", help="comma-separated input columns (default: all others)")
     f.add_argument("--approximation", default="vfe", choices=[*APPROXIMATIONS, "exact"])
-    f.add_argument("--alpha", type=float, help="Power-EP power in (0, 1] (with pep)")
+    f.add_argument("--alpha", type=float, help="Power-EP power in (0, 1] (with pep; default 0.5)")
     f.add_argument("-M", "--num-inducing", type=int, default=100)
     f.add_argument("--kernel", default="se", choices=sorted(KERNELS))
     f.add_argument("--standardize", action="store_true", help="standardise X and y inside")
@@ -112,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0, help="seed of the k-means++ initialisation")
     f.add_argument("--progress", action="store_true", help="show a progress bar")
     f.add_argument("--out", type=Path, default=Path("model.pt"))
+    f.add_argument("--save-interrupted", action="store_true",
+                   help="on Ctrl-C, still write the model at the last accepted parameters")
     f.set_defaults(run=_fit)
 
     q = sub.add_parser("predict", help="predict with a saved model at the rows of a CSV file")
@@ -139,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+    except KeyboardInterrupt:
+        print(f"sparsegp {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, OSError, RuntimeError) as err:
         print(f"sparsegp {args.command}: error: {err}", file=sys.stderr)
         return 2

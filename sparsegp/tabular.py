@@ -8,42 +8,53 @@ from pathlib import Path
 import numpy as np
 
 
-def read_csv(path: str | Path) -> tuple[list[str], np.ndarray]:
-    """Column names and an [N, C] float64 array from a CSV file with a header row."""
-    path = Path(path)
+def csv_header(path: str | Path) -> list[str]:
+    """The column names of a CSV file (its first non-empty row)."""
+    return _rows(Path(path))[0]
+
+
+def _rows(path: Path) -> list[list[str]]:
+    """The non-empty rows of a CSV file whose header has distinct names."""
     if not path.is_file():
         raise FileNotFoundError(f"no such data file: {path}")
     with path.open(newline="") as f:
-        rows = list(csv.reader(f))
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
+        rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
     if not rows:
         raise ValueError(f"{path} is empty")
-    names = [c.strip() for c in rows[0]]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{path}: duplicate column names in the header {names}")
+    rows[0] = [c.strip() for c in rows[0]]
+    if len(set(rows[0])) != len(rows[0]):
+        raise ValueError(f"{path}: duplicate column names in the header {rows[0]}")
+    return rows
+
+
+def read_csv(path: str | Path, columns: list[str] | None = None) -> tuple[list[str], np.ndarray]:
+    """Column names and an [N, C] float64 array from a CSV file with a header row.
+
+    With `columns`, only those columns are read as numbers (in that order; the others may hold
+    anything) and the names returned are `columns`; a missing one is a clear error.
+    """
+    path = Path(path)
+    rows = _rows(path)
+    names = rows[0]
     if len(rows) < 2:
         raise ValueError(f"{path} has a header but no data rows")
-    data = np.empty((len(rows) - 1, len(names)))
-    for i, row in enumerate(rows[1:], start=2):
-        if len(row) != len(names):
-            raise ValueError(f"{path}, line {i}: {len(row)} fields but the header has {len(names)}")
-        for j, cell in enumerate(row):
-            try:
-                data[i - 2, j] = float(cell)
-            except ValueError:
-                raise ValueError(
-                    f"{path}, line {i}, column {names[j]!r}: {cell!r} is not a number"
-                ) from None
-    return names, data
-
-
-def select_columns(names: list[str], data: np.ndarray, wanted: list[str], path: str | Path
-                   ) -> np.ndarray:
-    """The columns `wanted`, by name, in that order."""
+    wanted = names if columns is None else list(columns)
     missing = [w for w in wanted if w not in names]
     if missing:
         raise ValueError(f"{path} has no column(s) {missing}; it has {names}")
-    return data[:, [names.index(w) for w in wanted]]
+    index = [names.index(w) for w in wanted]
+    data = np.empty((len(rows) - 1, len(wanted)))
+    for i, row in enumerate(rows[1:], start=2):
+        if len(row) != len(names):
+            raise ValueError(f"{path}, line {i}: {len(row)} fields but the header has {len(names)}")
+        for k, j in enumerate(index):
+            try:
+                data[i - 2, k] = float(row[j])
+            except ValueError:
+                raise ValueError(
+                    f"{path}, line {i}, column {names[j]!r}: {row[j]!r} is not a number"
+                ) from None
+    return wanted, data
 
 
 def write_csv(path: str | Path | None, names: list[str], columns: list[np.ndarray]) -> str:

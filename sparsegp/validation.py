@@ -103,3 +103,58 @@ def model_device(X: Any, y: Any) -> torch.device:
     if len(devices) > 1:
         raise ValueError(f"X and y are on different devices: {sorted(map(str, devices))}")
     return devices.pop() if devices else torch.device("cpu")
+
+
+class ScaleWarning(UserWarning):
+    """The data are on a scale the model fits badly without standardisation."""
+
+
+#: Spreads (standard deviations) outside this range make the optimiser's steps badly scaled.
+GOOD_SPREAD = (1e-2, 1e2)
+#: |mean| / std above which targets are "centred far from zero" for a zero-mean GP.
+TARGET_OFFSET_RATIO = 10.0
+#: |mean| / std above which an input column has lost most of its digits to the offset.
+INPUT_OFFSET_RATIO = 1e6
+
+
+def input_scale_problems(X: Tensor) -> list[str]:
+    """Plain-language descriptions (each with its fix) of badly scaled inputs X [N, D]: a
+    column spread outside `GOOD_SPREAD`, or an offset of more than `INPUT_OFFSET_RATIO`
+    spreads (digits lost)."""
+    if X.shape[0] < 2:
+        return []
+    lo, hi = GOOD_SPREAD
+    std, mean = X.std(0), X.mean(0)
+    bad = [d for d in range(X.shape[1]) if std[d] > 0 and not lo <= float(std[d]) <= hi]
+    far = [d for d in range(X.shape[1])
+           if std[d] > 0 and abs(float(mean[d])) > INPUT_OFFSET_RATIO * float(std[d])]
+    problems = []
+    if bad:
+        spreads = ", ".join(f"{float(std[d]):.3g}" for d in bad[:3])
+        problems.append(f"input column(s) {bad[:5]}{'…' if len(bad) > 5 else ''} have spread(s) "
+                        f"{spreads}{' …' if len(bad) > 3 else ''}, far from 1: pass "
+                        "standardize_X=True (or rescale X)")
+    if far:
+        problems.append(f"input column(s) {far[:5]} are offset by more than "
+                        f"{INPUT_OFFSET_RATIO:.0e} spreads from 0: pass standardize_X=True (or "
+                        "centre X)")
+    return problems
+
+
+def target_scale_problems(y: Tensor) -> list[str]:
+    """The same for regression targets y [N]: a spread outside `GOOD_SPREAD`, or a mean more
+    than `TARGET_OFFSET_RATIO` spreads from 0 (a zero-mean GP then spends its kernel on the
+    offset and fits the rest badly)."""
+    if y.shape[0] < 2:
+        return []
+    lo, hi = GOOD_SPREAD
+    std, mean = float(y.std()), float(y.mean())
+    problems = []
+    if std > 0 and not lo <= std <= hi:
+        problems.append(f"y has spread {std:.3g}, far from 1: pass standardize_y=True (or "
+                        "rescale y)")
+    if std > 0 and abs(mean) > TARGET_OFFSET_RATIO * std:
+        problems.append(f"y has mean {mean:.4g}, {abs(mean) / std:.3g} spreads from 0: a "
+                        "zero-mean GP explains the offset with its kernel and fits the rest "
+                        "badly; pass standardize_y=True (or subtract the mean)")
+    return problems

@@ -72,7 +72,10 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
         (["fit", str(tmp_path / "d.csv"), "--target", "zz"], "--target 'zz' is not a column"),
         (["fit", str(tmp_path / "bad.csv"), "--target", "b"], "line 2, column 'b': 'x' is not a number"),
         (["fit", str(tmp_path / "nope.csv"), "--target", "b"], "no such data file"),
-        (["fit", str(tmp_path / "d.csv"), "--target", "b", "--approximation", "pep"], "alpha is required"),
+        (["fit", str(tmp_path / "d.csv"), "--target", "b", "-M", "11"], "exceeds the number of data points"),
+        (["fit", str(tmp_path / "d.csv"), "--target", "b", "--out", str(tmp_path / "no" / "m.pt")],
+         "does not exist"),
+        (["fit", str(tmp_path / "d.csv"), "--target", "b", "--out", str(tmp_path)], "is a folder"),
         (["predict", str(tmp_path / "d.csv"), str(tmp_path / "d.csv")], "not a readable sparsegp model"),
     ]
     for argv, message in cases:

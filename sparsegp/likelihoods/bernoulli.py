@@ -40,8 +40,15 @@ class Bernoulli(Likelihood):
         if values <= {-1.0, 1.0}:
             return (y + 1.0) / 2.0
         bad = sorted(values - {0.0, 1.0} if values & {0.0} else values - {-1.0, 1.0})
-        raise ValueError(f"Bernoulli labels must be binary, {{0, 1}} or {{-1, +1}}; got the values "
-                         f"{sorted(values)[:10]} (offending: {bad[:10]})")
+        shown = ", ".join(f"{v:.4g}" for v in bad[:5]) + (", …" if len(bad) > 5 else "")
+        raise ValueError(f"Bernoulli labels must be binary, {{0, 1}} or {{-1, +1}}; got "
+                         f"{len(values)} distinct values, offending: {shown}")
+
+    def require_both_classes(self, y: Tensor) -> None:
+        """Training labels (as `check_targets` returns them) must hold both classes."""
+        if torch.unique(y).numel() < 2:
+            raise ValueError(f"y holds only one class (every label is {float(y[0]):g} after "
+                             "mapping to {0, 1}): a classifier needs examples of both classes")
 
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         """log Φ(s f) or log σ(s f) = −softplus(−s f), s = 2y − 1."""

@@ -19,6 +19,7 @@ Parameters, stored data and factorisations are float64 whatever the data's dtype
 from __future__ import annotations
 
 import numbers
+import warnings
 from abc import ABC, abstractmethod
 from itertools import chain
 from pathlib import Path
@@ -38,7 +39,7 @@ from ..parameters import Parameterised
 from ..posteriors import Posterior
 from ..registry import Registered, Registry
 from ..training import FitResult, fit_lbfgsb
-from ..validation import as_inputs, model_device, model_dtype
+from ..validation import ScaleWarning, as_inputs, input_scale_problems, model_device, model_dtype
 from .classes import MODELS
 from .persistence import save_model
 
@@ -97,6 +98,7 @@ class Model(Registered, Parameterised, ABC):
         dtype = model_dtype(X, y, dtype)
         device = model_device(X, y)
         X = as_inputs(X, "X", dtype=dtype, device=device).to(PARAMETER_DTYPE)
+        problems = [] if standardize_X else input_scale_problems(X)
         # With data sharded over processes, moments and counts are those of all shards.
         x_mean, x_std = self._moments(X)
         x_shift = x_mean if standardize_X else torch.zeros_like(x_mean)
@@ -108,13 +110,25 @@ class Model(Registered, Parameterised, ABC):
                                                                  **arguments)
         config.update(target_config, dtype=str(dtype).replace("torch.", ""),
                       input_dim=X.shape[1], num_data=num_data)
+        problems += self._target_scale_problems(y, target_buffers, **arguments)
+        if problems:
+            warnings.warn(f"{type(self).__name__}: badly scaled data: {'; '.join(problems)}",
+                          ScaleWarning, stacklevel=3)
         self._build(config, parts)
         self.to(device)
         with torch.no_grad():
             for name, value in {"x_shift": x_shift, "x_scale": x_scale, **target_buffers}.items():
                 getattr(self, name).copy_(value)
         self.X, self.y = X, y
-        self._initialise(**arguments)
+        try:
+            self._initialise(**arguments)
+        except ValueError as err:
+            if "floor" not in str(err):
+                raise
+            raise ValueError(f"{err}: the starting value taken from the data is below the "
+                             "parameter's floor, so the data are on a scale the defaults cannot "
+                             "represent; pass standardize_X=True and/or standardize_y=True (or "
+                             "rescale the data, or give the value yourself)") from None
         self._synchronise()
 
     # -- the construction path ------------------------------------------------------------
@@ -126,6 +140,11 @@ class Model(Registered, Parameterised, ABC):
                          **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         """Validate the targets: (targets as the objective uses them, values of the target
         buffers that `_build` declares (e.g. the units of y), config entries they imply)."""
+
+    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], **arguments: Any
+                               ) -> list[str]:
+        """Badly scaled targets (regression models say; classifiers have labels)."""
+        return []
 
     def _configure(self, X: Tensor, *, kernel: Kernel | None, jitter: float,
                    x_shift: Tensor, x_scale: Tensor, **arguments: Any

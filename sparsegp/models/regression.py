@@ -15,7 +15,7 @@ from ..distributed import is_distributed
 from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value
 from ..training import FitResult
-from ..validation import as_targets
+from ..validation import as_targets, target_scale_problems
 from .base import Model, nonzero, signal_variance
 
 
@@ -34,6 +34,10 @@ class GPModel(Model):
         shift = y_mean if standardize_y else torch.zeros_like(y_mean)
         scale = nonzero(y_std) if standardize_y else torch.ones_like(y_std)
         return (y - shift) / scale, {"y_shift": shift, "y_scale": scale}, {}
+
+    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *,
+                               standardize_y: bool = False, **arguments: Any) -> list[str]:
+        return [] if standardize_y else target_scale_problems(y)
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)

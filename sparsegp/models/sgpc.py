@@ -79,9 +79,8 @@ class SGPC(InducingMixin, Model):
                              f"{tuple(t.shape)}")
         check_finite(t, "y")
         labels = parts["likelihood"].check_targets(t.to(PARAMETER_DTYPE))
-        if isinstance(parts["likelihood"], Bernoulli) and torch.unique(labels).numel() < 2:
-            raise ValueError(f"y holds only one class (every label is {float(t[0]):g}): a "
-                             "classifier needs examples of both classes")
+        if isinstance(parts["likelihood"], Bernoulli):
+            parts["likelihood"].require_both_classes(labels)
         classes = [-1, 1] if bool((t < 0).any()) else [0, 1]  # the labels' convention
         return labels, {}, {"classes": classes}
 

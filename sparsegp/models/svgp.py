@@ -15,7 +15,7 @@ from ..chunking import auto_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..distributed import is_distributed
 from ..kernels.base import Kernel
-from ..likelihoods import Gaussian
+from ..likelihoods import Bernoulli, Gaussian
 from ..likelihoods.base import Likelihood
 from ..linalg import jittered_cholesky
 from ..objectives import svgp as objective
@@ -76,7 +76,10 @@ class SVGP(InducingMixin, Model):
             t = t[:, 0]
         if t.dim() != 1 or t.shape[0] != n:
             raise ValueError(f"y must have one entry per row of X ({n}); got shape {tuple(t.shape)}")
-        return parts["likelihood"].check_targets(check_finite(t, "y").to(PARAMETER_DTYPE)), {}, {}
+        labels = parts["likelihood"].check_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
+        if isinstance(parts["likelihood"], Bernoulli):
+            parts["likelihood"].require_both_classes(labels)
+        return labels, {}, {}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
