@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 import sparsegp as sg
 
+from .longdouble import LD, chol, se_kernel, spd_logdet, spd_solve
+
 LOG2PI = np.log(2.0 * np.pi)
 
 MEMBERS = [
@@ -51,55 +53,6 @@ HYP = settings(
 # ~1000x better, so any remaining difference is the library's.  (test_reference_* checks these
 # routines against np.linalg.)
 # --------------------------------------------------------------------------------------
-LD = np.longdouble
-
-
-def chol(A):
-    A = np.asarray(A, dtype=LD)
-    n = A.shape[0]
-    L = np.zeros_like(A)
-    for j in range(n):
-        s = A[j, j] - L[j, :j] @ L[j, :j]
-        assert s > 0, "matrix not positive definite"
-        L[j, j] = np.sqrt(s)
-        L[j + 1 :, j] = (A[j + 1 :, j] - L[j + 1 :, :j] @ L[j, :j]) / L[j, j]
-    return L
-
-
-def solve_lower(L, B):
-    B = np.asarray(B, dtype=LD)
-    X = np.zeros_like(B)
-    for i in range(L.shape[0]):
-        X[i] = (B[i] - L[i, :i] @ X[:i]) / L[i, i]
-    return X
-
-
-def solve_upper(U, B):
-    B = np.asarray(B, dtype=LD)
-    X = np.zeros_like(B)
-    for i in range(U.shape[0] - 1, -1, -1):
-        X[i] = (B[i] - U[i, i + 1 :] @ X[i + 1 :]) / U[i, i]
-    return X
-
-
-def spd_solve(A, B):
-    L = chol(A)
-    return solve_upper(L.T, solve_lower(L, B))
-
-
-def spd_logdet(A):
-    return 2.0 * np.sum(np.log(np.diag(chol(A))))
-
-
-def se_kernel(A, B, lengthscale, variance):
-    """k(x, x') = variance * exp(-1/2 sum_d ((x_d - x'_d) / l_d)^2), in extended precision."""
-    ls = np.asarray(lengthscale, dtype=LD)
-    A = np.atleast_2d(np.asarray(A, dtype=LD)) / ls
-    B = np.atleast_2d(np.asarray(B, dtype=LD)) / ls
-    diff = A[:, None, :] - B[None, :, :]
-    return LD(variance) * np.exp(-0.5 * np.sum(diff**2, axis=-1))
-
-
 def gauss_logpdf_dense(y, C):
     """log N(y | 0, C) on the dense N x N matrix C."""
     y = np.asarray(y, dtype=LD)
