@@ -11,6 +11,7 @@ from .features import InducingPoints  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
 from .models import GPR, SGPC, SGPR, SVGP, load  # noqa: E402
 from .training import FitResult  # noqa: E402
+from .validation import ScaleWarning  # noqa: E402
 from .version import __version__  # noqa: E402
 from .workflows import select_inducing  # noqa: E402
 
@@ -18,5 +19,5 @@ __all__ = [
     "GPR", "SGPR", "SGPC", "SVGP", "load", "kernels", "likelihoods", "datasets", "features",
     "InducingPoints",
     "FitResult", "diagnostics", "select_inducing", "Diagnostics", "ApproximationWarning",
-    "CholeskyError", "JitterWarning", "DistributedError", "distributed", "__version__",
+    "CholeskyError", "JitterWarning", "ScaleWarning", "DistributedError", "distributed", "__version__",
 ]
