@@ -5,7 +5,7 @@ The registry (`registry.py`) dispatches on the pair; each feature's maths lives 
 of its own here and registers itself on import.
 """
 
-from . import inducing_points, sums  # noqa: F401  (registrations)
+from . import deltas, fourier, inducing_points, multiscale, sums  # noqa: F401  (registrations)
 from .registry import Kuf, Kuu, check_pair, lookup_streamed, register
 from .streamed import CrossCovariance, cross_covariance
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from ..kernels.base import Kernel
@@ -75,10 +76,20 @@ def _lookup(which: str, feature: object, kernel: object) -> Any:
     )
 
 
-def check_pair(feature: object, kernel: object) -> None:
-    """Raise a clear TypeError unless Kuu and Kuf are registered for this pair."""
+def check_pair(feature: Any, kernel: Any) -> None:
+    """Raise a clear TypeError unless Kuu and Kuf are registered for this pair, and for every
+    pair they are built from (a sum of kernels: each part), by evaluating both once."""
     _lookup("Kuu", feature, kernel)
     _lookup("Kuf", feature, kernel)
+    with torch.no_grad():
+        Kuu(feature, kernel)
+        x = torch.zeros(1, feature.input_dim, dtype=torch.float64, device=kernel_device(kernel))
+        Kuf(feature, kernel, x)
+
+
+def kernel_device(kernel: Any) -> torch.device | None:
+    p = next(iter(kernel.parameters()), None)
+    return None if p is None else p.device
 
 
 def lookup_streamed(feature: object, kernel: object) -> type | None:

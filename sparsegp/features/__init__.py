@@ -2,6 +2,9 @@
 kernel are registered in `sparsegp.covariances`; `InducingFeature` is the protocol."""
 
 from .base import InducingFeature
+from .deltas import SumOfDeltas
+from .fourier import Fourier
 from .inducing_points import InducingPoints
+from .multiscale import Multiscale
 
-__all__ = ["InducingFeature", "InducingPoints"]
+__all__ = ["InducingFeature", "InducingPoints", "Multiscale", "SumOfDeltas", "Fourier"]

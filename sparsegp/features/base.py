@@ -24,6 +24,7 @@ from typing import Any
 
 from torch import Tensor
 
+from ..config import PARAMETER_DTYPE
 from ..parameters import Parameterised
 from ..registry import Registered, Registry
 from ..validation import as_tensor, check_finite
@@ -88,4 +89,4 @@ def checked_array(value: Any, name: str, ndim: int) -> Tensor:
         labels = {2: "[M, D]", 3: "[M, C, D]"}.get(ndim, f"{ndim}-D")
         raise ValueError(f"{name} must be a non-empty {ndim}-D array {labels}; got shape "
                          f"{tuple(t.shape)}")
-    return t.detach().clone()
+    return t.detach().to(PARAMETER_DTYPE).clone()

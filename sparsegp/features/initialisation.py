@@ -80,3 +80,33 @@ def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int 
     if method == "random":
         return random_subset(X, M, seed)
     return kmeans_plus_plus(X, M, seed)
+
+
+def cluster_spreads(X: Tensor, C: Tensor, floor_fraction: float = 1e-2) -> Tensor:
+    """Per-dimension standard deviation of the points nearest each centre. Shapes: X [N, D],
+    C [M, D] -> [M, D]; clusters of fewer than two points, and spreads below
+    `floor_fraction` of the data's, get that floor."""
+    Xc, Cc = X.detach().cpu(), C.detach().cpu()
+    assign = nearest(Xc, Cc)
+    M = Cc.shape[0]
+    counts = torch.bincount(assign, minlength=M).to(Xc.dtype)[:, None]
+    mean = torch.zeros_like(Cc).index_add_(0, assign, Xc) / counts.clamp_min(1)
+    sq = torch.zeros_like(Cc).index_add_(0, assign, (Xc - mean[assign]) ** 2)
+    spread = torch.sqrt(sq / (counts - 1).clamp_min(1))
+    floor = floor_fraction * (Xc.std(0) if Xc.shape[0] > 1 else torch.ones_like(Cc[0]))
+    floor = torch.where(floor > 0, floor, torch.full_like(floor, floor_fraction))
+    return torch.maximum(torch.where(counts > 1, spread, floor), floor).to(C.device)
+
+
+def cluster_members(X: Tensor, C: Tensor, k: int, seed: int = 0) -> Tensor:
+    """For every centre, the centre itself and k − 1 points drawn (seeded) from its cluster
+    (the centre repeated where a cluster has too few). Shapes: X [N, D], C [M, D] -> [M, k, D]."""
+    Xc, Cc = X.detach().cpu(), C.detach().cpu()
+    assign = nearest(Xc, Cc)
+    g = torch.Generator().manual_seed(seed)
+    out = Cc[:, None, :].repeat(1, k, 1)
+    for m in range(Cc.shape[0]):
+        members = torch.nonzero(assign == m).flatten()
+        take = members[torch.randperm(members.numel(), generator=g)[: k - 1]]
+        out[m, 1:1 + take.numel()] = Xc[take]
+    return out.to(C.device)

@@ -54,7 +54,14 @@ class InducingMixin:
     For `Model` subclasses: list it first among the bases.
     """
 
-    _aliases = {"inducing_points": "feature.Z"}
+    @property
+    def _aliases(self) -> dict[str, str]:
+        """'inducing_points' names the feature's location parameter (Z, or TFIF centres)."""
+        where = self.feature.locations()
+        for name, p in self.feature.named_parameters():
+            if p is where:
+                return {"inducing_points": f"feature.{name}"}
+        return {}
 
     @property
     def num_inducing(self) -> int:

@@ -50,13 +50,15 @@ def _converged(curve: SelectionCurve, tol: float) -> bool:
 def select_inducing(
     X: Any, y: Any, kernel: Kernel | None = None, *, tol: float = 0.05,
     max_inducing: int | None = None, candidates: Any = None, candidates_per_step: int | None = 500,
-    initial_inducing: int = 1, optimize_inducing: bool = False, maxiter: int = 1000, seed: int = 0,
+    initial_inducing: Any = 1, optimize_inducing: bool = False, maxiter: int = 1000, seed: int = 0,
     **model_kwargs: Any,
 ) -> tuple[SGPR, SelectionCurve]:
     """A VFE `SGPR` whose M was grown greedily until its bounds meet, and the bound curve.
 
     Shapes: X [N, D], y [N], candidates [C, D] (default: the training inputs X).
-    Schedule: start from `initial_inducing` inputs (k-means++, seeded) at the initial
+    Schedule: start from `initial_inducing` — an int (that many inputs, k-means++, seeded) or
+    any inducing feature (`sparsegp.features`, in the units of X), which then grows by
+    inducing points (`feature.extended`) — at the initial
     hyperparameters (the kernel's values, or the data-based defaults of `SGPR`). Then
     alternate (a) greedy growth with the hyperparameters fixed — add the candidate with the
     largest VFE gain, at most `candidates_per_step` candidates drawn at random per step as in
@@ -78,8 +80,8 @@ def select_inducing(
                  seed=seed, **model_kwargs)
     N = model.num_data
     max_inducing = min(N, 1000) if max_inducing is None else int(max_inducing)
-    if not 1 <= initial_inducing <= max_inducing:
-        raise ValueError(f"need 1 ≤ initial_inducing ≤ max_inducing; got {initial_inducing}, "
+    if not 1 <= model.num_inducing <= max_inducing:
+        raise ValueError(f"need 1 ≤ initial_inducing ≤ max_inducing; got {model.num_inducing}, "
                          f"{max_inducing}")
     pool = np.asarray(X if candidates is None else candidates, dtype=np.float64)
     if pool.ndim != 2 or pool.shape[1] != model.input_dim:
@@ -96,7 +98,7 @@ def select_inducing(
         if met or exhausted:
             if not curve.refitted[-1]:
                 if not optimize_inducing:
-                    model.freeze("inducing_points")
+                    model.freeze(*(n for n in model.parameter_names() if n.startswith("feature.")))
                 model.fit(maxiter=maxiter, progress=False, diagnose=False)
                 curve.record(model, True)
                 continue
