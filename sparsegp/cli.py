@@ -91,9 +91,10 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from .experiments import bauer2016
+    from .experiments import bauer2016, vdw2018_interdomain
 
-    return bauer2016.main(args.args)
+    runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain}[args.which]
+    return runner.main(args.args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)
 
-    x = sub.add_parser("experiment", help="paper reproductions: `sparsegp experiment bauer2016 --help`")
-    x.add_argument("which", choices=["bauer2016"])
+    x = sub.add_parser("experiment", help="paper reproductions: `sparsegp experiment bauer2016 "
+                       "--help`, `sparsegp experiment vdw2018-interdomain --help`")
+    x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain"])
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
     return p

@@ -13,7 +13,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
+from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.deltas import SumOfDeltas
 from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
@@ -29,11 +31,27 @@ def _kuf(feature: SumOfDeltas, kernel: Kernel, X: Tensor) -> Tensor:
     return torch.einsum("mc,mcn->mn", feature.weights, K)
 
 
+def _kuu_rows(points: Tensor, block: Tensor, w: Tensor, w_block: Tensor, kernel: Kernel) -> Tensor:
+    """Rows of Kuu for a block of b inducing variables: [b, M] from K [b·C, M·C]."""
+    b, C = w_block.shape
+    K = kernel.K(block.reshape(b * C, -1), points)  # [b·C, M·C]
+    Kw = (K.reshape(b * C, -1, C) * w).sum(-1)  # [b·C, M]: Σ_c' w_m'c' k(z_bc, z_m'c')
+    return (Kw.reshape(b, C, -1) * w_block[:, :, None]).sum(1)
+
+
 @register("Kuu", SumOfDeltas, Kernel, kernel_subclasses=True)
 def _kuu(feature: SumOfDeltas, kernel: Kernel) -> Tensor:
-    M, C, w = feature.num_inducing, feature.num_deltas, feature.weights
-    K = kernel.K(feature.points()).reshape(M, C, M, C)
-    return torch.einsum("mc,mcnd,nd->mn", w, K, w)
+    """In blocks of rows, each recomputed in the backward pass (checkpointed): memory
+    O(B·M·C + M²) like the streamed data pass, never the (M·C)² kernel matrix at once."""
+    M, C, w, Z = feature.num_inducing, feature.num_deltas, feature.weights, feature.Z
+    points = feature.points()
+    rows = max(1, CHUNK_MEMORY_BYTES // (CHUNK_TEMPORARIES * Z.element_size() * C * M * C))
+    if rows >= M:
+        return _kuu_rows(points, Z, w, w, kernel)
+    blocks = [checkpoint(_kuu_rows, points, Z[i:i + rows], w, w[i:i + rows], kernel,
+                         use_reentrant=False) for i in range(0, M, rows)]
+    K = torch.cat(blocks, 0)
+    return 0.5 * (K + K.mT)
 
 
 class _Points:

@@ -10,20 +10,16 @@ Seeds are fixed, so a run is reproducible.
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
-from ..linalg import JitterWarning
-from .bauer2016_common import FULL, QUICK, Config, Section, torch_threads
+from .bauer2016_common import FULL, QUICK, Config
 from .bauer2016_pumadyn import pumadyn
 from .bauer2016_snelson import inducing_gain_axis, snelson_fits, upper_bound_detection, z_at_x
 from .bauer2016_synthetic import gp_sample_4d
-
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from .common import DEFAULT_DATA_DIR, Section, run_sections
 
 
 def run(out_dir: str | Path = "bauer2016-results", quick: bool = False,
@@ -31,7 +27,6 @@ def run(out_dir: str | Path = "bauer2016-results", quick: bool = False,
         ) -> list[Path]:
     """Run every experiment; return the files written (figures, CSVs, results.md)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     cfg: Config = QUICK if quick else FULL
     data = DEFAULT_DATA_DIR if data_dir is None else Path(data_dir)
     # (experiment, torch threads): the Snelson problems are tiny and run fastest on one thread.
@@ -41,31 +36,8 @@ def run(out_dir: str | Path = "bauer2016-results", quick: bool = False,
         (lambda: upper_bound_detection(out, cfg), 1),
         (lambda: pumadyn(out, cfg, data), torch.get_num_threads()),
     ]
-    sections: list[Section] = []
-    total = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", JitterWarning)  # clumped inducing inputs are the point
-        for step, threads in steps:
-            torch.manual_seed(0)
-            start = time.perf_counter()
-            with torch_threads(threads):
-                sec = step()
-            sec.seconds = time.perf_counter() - start
-            sections.append(sec)
-            if log is not None:
-                log(f"{sec.title}: {sec.skipped or f'{sec.seconds:.1f} s'}")
-                for finding in sec.findings:
-                    log(f"  {finding}")
-    seconds = time.perf_counter() - total
-    head = ["# Bauer, van der Wilk & Rasmussen (2016) with sparsegp", "",
-            f"Mode: {'quick (reduced sizes)' if quick else 'full'}; total time {seconds:.1f} s. "
-            "Objectives are log marginal likelihoods (or the approximation's objective) in nats.", ""]
-    report = out / "results.md"
-    report.write_text("\n".join(head + [s.markdown() for s in sections]))
-    files = [f for s in sections for f in s.files] + [report]
-    if log is not None:
-        log(f"{len(files)} files written to {out} in {seconds:.1f} s")
-    return files
+    return run_sections(out, "Bauer, van der Wilk & Rasmussen (2016) with sparsegp",
+                        "quick (reduced sizes)" if quick else "full", steps, log)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:

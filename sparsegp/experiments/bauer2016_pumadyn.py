@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ..models import GPR, SGPR
-from .bauer2016_common import Config, Section, copy_kernel, predictive_scores, quiet_fit, se_kernel
+from .bauer2016_common import Config
+from .common import Section, copy_kernel, predictive_scores, quiet_fit, se_kernel
 from .plotting import new_figure, save
 from .tables import Table
 

@@ -17,7 +17,8 @@ from .. import datasets
 from ..diagnostics.inducing_gain import inducing_gain
 from ..diagnostics.report import diagnose
 from ..models import GPR, SGPR
-from .bauer2016_common import Config, Section, copy_kernel, quiet_fit, se_kernel
+from .bauer2016_common import Config
+from .common import Section, copy_kernel, quiet_fit, se_kernel
 from .plotting import new_figure, plot_regression_1d, save
 from .tables import Table
 

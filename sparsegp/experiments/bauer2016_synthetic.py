@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ..models import GPR, SGPR
-from .bauer2016_common import Config, Section, predictive_scores, quiet_fit, se_kernel
+from .bauer2016_common import Config
+from .common import Section, predictive_scores, quiet_fit, se_kernel
 from .plotting import new_figure, save
 from .tables import Table
 
