@@ -85,9 +85,9 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .benchmarking import speed
+    from .benchmarking import interdomain, speed
 
-    return speed.main(args.args)
+    return {"speed": speed, "interdomain": interdomain}[args.which].main(args.args)
 
 
 def _experiment(args: argparse.Namespace) -> int:
@@ -134,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="variance of the latent f (default: of noisy y, noise included)")
     q.set_defaults(run=_predict)
 
-    b = sub.add_parser("bench", help="benchmarks: `sparsegp bench speed --help`")
-    b.add_argument("which", choices=["speed"])
+    b = sub.add_parser("bench", help="benchmarks: `sparsegp bench speed --help`, "
+                       "`sparsegp bench interdomain --help`")
+    b.add_argument("which", choices=["speed", "interdomain"])
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)
 

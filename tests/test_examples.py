@@ -32,6 +32,14 @@ def test_speed_benchmark_quick_run_writes_its_table(tmp_path, capsys):
     assert "points / s" in text and "Machine:" in text
 
 
+def test_interdomain_benchmark_quick_run_writes_its_table(tmp_path):
+    assert main(["bench", "interdomain", "--quick", "--out", str(tmp_path / "r.md")]) == 0
+    text = (tmp_path / "r.md").read_text()
+    for setup in ("deltas", "points M·C", "naive deltas"):
+        assert f"| 2,000 | 20 | 5 | {setup} |" in text
+    assert "| 2,000 | 20 | 5 | deltas | " in text and "| 1.00 |" in text and "Machine:" in text
+
+
 def test_classification_example_runs_and_writes_its_figure(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "classification_2d.py"), "--quick",
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
