@@ -171,6 +171,28 @@ def test_ctrl_c_in_minibatch_training_restores_the_step_it_interrupted(monkeypat
     torch.testing.assert_close(sv.q_mu.detach(), before[-1], rtol=0, atol=0)
 
 
+def test_a_step_that_cannot_be_taken_stops_minibatch_training_instead_of_raising(monkeypatch):
+    from sparsegp.training.natural_gradients import NaturalGradientError
+
+    X, y = make_problem(3, N=200)
+    sv = sg.SVGP(X, (y > np.median(y)).astype(float), likelihood=sg.likelihoods.Bernoulli(),
+                 inducing_points=10)
+    real, before = minibatch.natural_gradient_step, []
+
+    def failing_on_the_third(*args, **kw):
+        before.append(sv.q_mu.detach().clone())
+        if len(before) == 3:
+            real(*args, **kw)  # q(u) moves, then the step turns out impossible
+            raise NaturalGradientError("simulated: no step keeps S positive definite")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(minibatch, "natural_gradient_step", failing_on_the_third)
+    with pytest.warns(RuntimeWarning, match="stopped: simulated"):
+        result = sv.fit(batch_size=50, epochs=3, progress=False)
+    assert not result.success and not result.interrupted and result.evaluations == 2
+    torch.testing.assert_close(sv.q_mu.detach(), before[-1], rtol=0, atol=0)
+
+
 def test_ctrl_c_in_power_ep_classification_keeps_a_usable_model(monkeypatch):
     X, y = make_problem(4, N=60)
     clf = sg.SGPC(X, (y > np.median(y)).astype(float), inducing_points=6)

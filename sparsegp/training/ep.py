@@ -19,10 +19,11 @@ from typing import Any
 import torch
 
 from ..chunking import chunk_slices
+from ..linalg import CholeskyError
 from ..objectives import pep_classification as pep
 from .lbfgs import fit_lbfgsb
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted
+from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
 
 
 def site_sweeps(model: Any, max_sweeps: int = 200, tol: float = 1e-6,
@@ -74,7 +75,7 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
             snapshot = Snapshot(model)
             try:
                 _add(counts, site_sweeps(model, max_sweeps))
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, CholeskyError):
                 snapshot.restore()
                 raise
             with warnings.catch_warnings():
@@ -100,6 +101,8 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
     except KeyboardInterrupt:
         interrupted, message = True, f"{INTERRUPTED} in round {rounds}"
         warn_interrupted(f"{type(model).__name__}.fit", f"in round {rounds}", stacklevel=4)
+    except CholeskyError as err:
+        success, message = False, warn_stopped(f"{type(model).__name__}.fit", err, stacklevel=4)
     finally:
         bar.close()
     return FitResult(success, message, rounds, counts["lbfgs_iterations"],
@@ -118,7 +121,7 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     N, B = model.num_data, min(batch_size, model.num_data)
     counts = {"sweeps": 0, "skipped_updates": 0, "steps": 0}
     history: list[float] = []
-    interrupted, message, done = False, f"{epochs} epochs", 0
+    interrupted, stopped, message, done = False, False, f"{epochs} epochs", 0
     bar = progress_bar(progress, epochs, f"fit {type(model).__name__}")
     try:
         for _ in range(epochs):
@@ -132,7 +135,7 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
                     F = model.minibatch_energy(idx, N / idx.shape[0])
                     (-(F + model.log_prior())).backward()
                     opt.step()
-                except KeyboardInterrupt:
+                except (KeyboardInterrupt, CholeskyError):
                     snapshot.restore()
                     raise
                 counts["steps"] += 1
@@ -143,8 +146,10 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     except KeyboardInterrupt:
         interrupted, message = True, f"{INTERRUPTED} in epoch {done}"
         warn_interrupted(f"{type(model).__name__}.fit", f"in epoch {done}", stacklevel=4)
+    except CholeskyError as err:
+        stopped, message = True, warn_stopped(f"{type(model).__name__}.fit", err, stacklevel=4)
     finally:
         bar.close()
-    return FitResult(not interrupted, message, done,
+    return FitResult(not (interrupted or stopped), message, done,
                      counts["steps"], model.log_marginal_likelihood(), history,
                      time.perf_counter() - start, counts, interrupted)

@@ -19,9 +19,10 @@ import torch
 from torch import nn
 
 from ..distributed import is_distributed
+from ..linalg import CholeskyError
 from .natural_gradients import natural_gradient_step
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted
+from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
 
 
 def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any]:
@@ -76,7 +77,7 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
                     loss = module(Xb, yb)
                     loss.backward()
                     opt.step()
-                except KeyboardInterrupt:
+                except (KeyboardInterrupt, CholeskyError):
                     snapshot.restore()
                     raise
                 total += float(loss.detach())
@@ -95,6 +96,9 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
         success, interrupted = False, True
         message = f"{INTERRUPTED} in epoch {epoch} after {steps} steps"
         warn_interrupted(f"{type(model).__name__}.fit", f"in epoch {epoch}", stacklevel=4)
+    except CholeskyError as err:  # a step that cannot be taken ends training, not the program
+        success = False
+        message = warn_stopped(f"{type(model).__name__}.fit", err, stacklevel=4)
     finally:
         bar.close()
     objective = history[-1] if history else float("nan")

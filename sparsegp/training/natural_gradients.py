@@ -8,7 +8,11 @@ import torch
 from torch import Tensor, nn
 
 from ..distributed import all_reduce_, is_distributed
-from ..linalg import jittered_cholesky
+from ..linalg import CholeskyError, jittered_cholesky
+
+
+class NaturalGradientError(CholeskyError):
+    """No step size keeps the new q(u) positive definite."""
 
 
 def natural_gradient_step(objective: Callable[[Tensor, Tensor], Tensor], q_mu: nn.Parameter,
@@ -46,7 +50,8 @@ def natural_gradient_step(objective: Callable[[Tensor, Tensor], Tensor], q_mu: n
             break
         step /= 2.0
     else:
-        raise RuntimeError("natural-gradient step: no step size keeps S positive definite")
+        raise NaturalGradientError("natural-gradient step: no step size down to γ·2⁻³⁰ keeps "
+                                   "the covariance of q(u) positive definite")
     new_m = torch.cholesky_solve((theta1 + step * g1)[..., None], L_P)[..., 0]
     new_S = torch.cholesky_inverse(L_P)
     with torch.no_grad():

@@ -59,3 +59,11 @@ def warn_interrupted(what: str, where: str, stacklevel: int = 3) -> None:
     warnings.warn(f"{what} {INTERRUPTED} {where}; the model holds the last accepted parameters "
                   "and fit() returned (see FitResult.interrupted)", RuntimeWarning,
                   stacklevel=stacklevel)
+
+
+def warn_stopped(what: str, err: Exception, stacklevel: int = 3) -> str:
+    """The one message a training loop gives when a step fails numerically: it stops at the
+    last accepted state instead of raising. Returns the message."""
+    message = f"stopped: {err}. The model holds the last accepted parameters"
+    warnings.warn(f"{what} {message}", RuntimeWarning, stacklevel=stacklevel)
+    return message
