@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .speed import D, _gb, _gemm_seconds, _peak_rss, _problem, machine
+from .speed import D, _gb, _gemm_seconds, _peak_rss, _problem, _run, machine
 
 FULL_CASES = [(10_000, 50, 20), (10_000, 200, 5), (10_000, 200, 20), (100_000, 100, 10)]
 QUICK_CASES = [(2_000, 20, 5)]
@@ -76,14 +75,6 @@ def worker(spec: dict) -> dict:
             "above_baseline_bytes": _peak_rss() - baseline}
 
 
-def _run(spec: dict) -> dict:
-    cmd = [sys.executable, "-m", "sparsegp.benchmarking.interdomain", "--worker", json.dumps(spec)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        return {**spec, "error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def format_results(rows: list[dict]) -> str:
     lines = ["| N | M | C | set-up | s / (objective + gradient) | × deltas | GFLOP/s counted "
              "| of GEMM rate | memory above baseline GB |", "|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
@@ -124,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif setup == "points M·C" and M * C > 4000:
                 row = {**spec, "skipped": "skipped: an (M·C)² algebra above 4000²"}
             else:
-                row = _run(spec)
+                row = _run(spec, __name__)
             rows.append(row)
             print(json.dumps(row), flush=True)
     text = format_results(rows)

@@ -134,8 +134,9 @@ def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
             "peak_bytes": _peak_rss(), "above_baseline_bytes": _peak_rss() - baseline}
 
 
-def _run(spec: dict) -> dict:
-    cmd = [sys.executable, "-m", "sparsegp.benchmarking.speed", "--worker", json.dumps(spec)]
+def _run(spec: dict, module: str = "sparsegp.benchmarking.speed") -> dict:
+    """One case in a fresh process running `module --worker SPEC`; its measurements."""
+    cmd = [sys.executable, "-m", module, "--worker", json.dumps(spec)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return {**spec, "error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}

@@ -19,7 +19,7 @@ from .bauer2016_common import FULL, QUICK, Config
 from .bauer2016_pumadyn import pumadyn
 from .bauer2016_snelson import inducing_gain_axis, snelson_fits, upper_bound_detection, z_at_x
 from .bauer2016_synthetic import gp_sample_4d
-from .common import DEFAULT_DATA_DIR, Section, run_sections
+from .common import DEFAULT_DATA_DIR, Section, experiment_parser, run_sections
 
 
 def run(out_dir: str | Path = "bauer2016-results", quick: bool = False,
@@ -42,13 +42,8 @@ def run(out_dir: str | Path = "bauer2016-results", quick: bool = False,
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """The experiment's options (on `parser`, e.g. a CLI subparser, or a new parser)."""
-    p = parser or argparse.ArgumentParser(prog="sparsegp experiment bauer2016", description=__doc__)
-    p.add_argument("--out", type=Path, default=Path("bauer2016-results"),
-                   help="folder for the figures and tables (default: ./bauer2016-results)")
-    p.add_argument("--quick", action="store_true", help="reduced sizes (well under a minute)")
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                   help=f"folder holding pumadyn32nm/ (default: {DEFAULT_DATA_DIR})")
-    return p
+    return experiment_parser(parser, "sparsegp experiment bauer2016", __doc__, "bauer2016-results",
+                             "reduced sizes (well under a minute)", "pumadyn32nm/")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,7 @@ them into one results.md, quiet fitting, test metrics and the default data folde
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 import warnings
@@ -121,3 +122,16 @@ def run_sections(out: Path, title: str, mode: str,
     if log is not None:
         log(f"{len(files)} files written to {out} in {seconds:.1f} s")
     return files
+
+
+def experiment_parser(parser: argparse.ArgumentParser | None, prog: str, description: str,
+                      default_out: str, quick_help: str, data: str) -> argparse.ArgumentParser:
+    """The options every experiment takes: --out, --quick and --data-dir (`data` names the
+    folders it reads below the data directory)."""
+    p = parser or argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--out", type=Path, default=Path(default_out),
+                   help=f"folder for the figures and tables (default: ./{default_out})")
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                   help=f"folder holding {data} (default: {DEFAULT_DATA_DIR})")
+    return p

@@ -24,7 +24,15 @@ import torch
 
 from ..features import SumOfDeltas
 from ..models import SGPR
-from .common import DEFAULT_DATA_DIR, Section, copy_kernel, predictive_scores, quiet_fit, run_sections
+from .common import (
+    DEFAULT_DATA_DIR,
+    Section,
+    copy_kernel,
+    experiment_parser,
+    predictive_scores,
+    quiet_fit,
+    run_sections,
+)
 from .common import se_kernel as se
 from .plotting import new_figure, save
 from .tables import Table
@@ -250,14 +258,10 @@ def run(out_dir: str | Path = "vdw2018-interdomain-results", quick: bool = False
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    p = parser or argparse.ArgumentParser(prog="sparsegp experiment vdw2018-interdomain",
-                                          description=__doc__)
-    p.add_argument("--out", type=Path, default=Path("vdw2018-interdomain-results"),
-                   help="folder for the figures and tables (default: ./vdw2018-interdomain-results)")
-    p.add_argument("--quick", action="store_true", help="reduced sizes (well under 2 minutes)")
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                   help=f"folder holding kin40k/ (default: {DEFAULT_DATA_DIR})")
-    return p
+    """The experiment's options (on `parser`, e.g. a CLI subparser, or a new parser)."""
+    return experiment_parser(parser, "sparsegp experiment vdw2018-interdomain", __doc__,
+                             "vdw2018-interdomain-results", "reduced sizes (well under 2 minutes)",
+                             "kin40k/")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
