@@ -258,3 +258,20 @@ def test_bad_features_are_clear_errors():
                 inducing_points=sg.features.Multiscale(X[:4], 0.5))
     with pytest.raises(ValueError, match="inputs of dimension 3 but X has 2 columns"):
         sg.SGPR(X, y, inducing_points=sg.features.InducingPoints(np.zeros((4, 3))))
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_growing_svgp_extends_q_by_the_prior_conditional_so_the_elbo_is_unchanged(whiten):
+    # q(u_new | u_old) = p(u_new | u_old) adds nothing to the KL and leaves q(f) as it was
+    X, y = make_problem(11, N=60)
+    labels = (y > np.median(y)).astype(float)
+    sv = sg.SVGP(X, labels, kernel=se(), likelihood=sg.likelihoods.Bernoulli(),
+                 inducing_points=FEATURES["multiscale"](X, 5), whiten=whiten, jitter=0.0)
+    quiet(sv.fit, batch_size=30, epochs=2, progress=False)
+    before = sv.log_marginal_likelihood()
+    mean, var = sv.predict_f(X[:6])
+    sv.add_inducing_points(X[10:13] + 0.3)
+    assert sv.num_inducing == 8 and sv.q_mu.shape == (8, 1) and sv.q_sqrt.shape == (1, 8, 8)
+    assert sv.log_marginal_likelihood() == pytest.approx(before, rel=1e-9)
+    for a, b in zip(sv.predict_f(X[:6]), (mean, var)):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
