@@ -260,6 +260,19 @@ def test_saving_to_a_folder_or_a_missing_folder_is_a_clear_error(tmp_path):
         m.save(tmp_path / "file" / "m.pt")
 
 
+def test_saving_to_an_unwritable_place_names_the_reason(tmp_path, monkeypatch):
+    X, y = make_problem(8)
+    m = sg.SGPR(X, y, inducing_points=5)
+
+    def refused(obj, path, *args, **kwargs):  # what torch raises on a read-only file system
+        raise RuntimeError(f"[enforce fail at inline_container.cc:747] . PermissionError: "
+                           f"[Errno 13] Permission denied: '{path}'")
+
+    monkeypatch.setattr(torch, "save", refused)
+    with pytest.raises(OSError, match=r"cannot write the model file .*m\.pt \(permission denied\)"):
+        m.save(tmp_path / "m.pt")
+
+
 def test_cli_features_out_and_number_of_inducing_points(tmp_path, capsys, monkeypatch):
     X, y = ordinary_data(50, D=2, seed=9)
     write_csv(tmp_path / "d.csv", ["a", "name", "b", "y"], [X[:, 0], ["row"] * 50, X[:, 1], y])
