@@ -14,15 +14,13 @@ Peak resident memory above each worker's baseline is reported as for `bench spee
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from .speed import D, _gb, _gemm_seconds, _peak_rss, _problem, _run, machine
+from .speed import D, _gb, _gemm_seconds, _peak_rss, _problem, _run, bench_parser, machine, report
 
 FULL_CASES = [(10_000, 50, 20), (10_000, 200, 5), (10_000, 200, 20), (100_000, 100, 10)]
 QUICK_CASES = [(2_000, 20, 5)]
@@ -94,13 +92,7 @@ def format_results(rows: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="sparsegp bench interdomain", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, seconds)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", type=Path, help="also write the markdown table to this file")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    args = bench_parser("sparsegp bench interdomain", __doc__, 3).parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
@@ -118,10 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = _run(spec, __name__)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    text = format_results(rows)
-    print("\n" + text)
-    if args.out:
-        args.out.write_text(f"Machine: {machine()}\n\n{text}\n")
+    report(format_results(rows), args.out)
     return 0
 
 

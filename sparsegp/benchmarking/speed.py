@@ -190,16 +190,29 @@ def format_results(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="sparsegp bench speed", description=__doc__,
+def bench_parser(prog: str, description: str, repeats: int) -> argparse.ArgumentParser:
+    """The options every benchmark takes: --quick, --repeats, --out (and the hidden --worker)."""
+    p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, seconds)")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=repeats)
+    p.add_argument("--out", type=Path, help="also write the markdown table to this file")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    return p
+
+
+def report(text: str, out: Path | None) -> None:
+    """Print the table and, with `out`, write it with the machine's description."""
+    print("\n" + text)
+    if out:
+        out.write_text(f"Machine: {machine()}\n\n{text}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = bench_parser("sparsegp bench speed", __doc__, 5)
     p.add_argument("--methods", default="vfe,fitc,pep")
     p.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
     p.add_argument("--chunk-size", type=int, help="rows per chunk (default: from the budget)")
-    p.add_argument("--out", type=Path, help="also write the markdown table to this file")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
@@ -223,10 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     M_pred = 50 if args.quick else 500
     rows.append(_run({"N": 10_000 if not args.quick else 2_000, "M": M_pred, "method": "predict",
                       "n_test": n_test, "repeats": repeats}))
-    text = format_results(rows)
-    print("\n" + text)
-    if args.out:
-        args.out.write_text(f"Machine: {machine()}\n\n{text}\n")
+    report(format_results(rows), args.out)
     return 0
 
 
