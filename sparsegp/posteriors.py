@@ -107,7 +107,8 @@ class SparsePosterior(Posterior):
         return self.q.mean.shape[1]
 
     def _rows_per_chunk(self) -> int:
-        return auto_chunk_size(self.L.shape[0] * (1 + self.num_latent), self.L.element_size())
+        M = self.L.shape[0]
+        return auto_chunk_size(self.feature.width + M * self.num_latent, self.L.element_size())
 
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising

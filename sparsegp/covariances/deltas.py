@@ -70,7 +70,7 @@ class DeltasCrossCovariance(CrossCovariance):
                  dtype: torch.dtype | None = None) -> None:
         self.inner = SquaredExponentialCrossCovariance(_Points(feature.points()), kernel, dtype)
         self.M, self.C = feature.num_inducing, feature.num_deltas
-        self.num_inducing, self.dtype = self.M, self.inner.dtype
+        self.num_inducing, self.width, self.dtype = self.M, self.M * self.C, self.inner.dtype
         self.inputs = (*self.inner.inputs, feature.weights)
         self._w = feature.weights.detach().to(self.dtype)
         self._last: tuple[Tensor, Tensor] | None = None  # (chunk, its M·C × B values)

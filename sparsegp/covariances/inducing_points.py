@@ -41,6 +41,7 @@ class SquaredExponentialCrossCovariance(CrossCovariance):
         self.inputs = (Z, ell, var)
         self.dtype = dtype or Z.dtype
         self.num_inducing, D = Z.shape
+        self.width = self.num_inducing
         with torch.no_grad():
             self.c = Z.mean(0).to(self.dtype)
             self.ell = ell.to(self.dtype).expand(D)

@@ -48,6 +48,12 @@ class InducingFeature(Registered, Parameterised, ABC):
     def __len__(self) -> int:
         return self.num_inducing
 
+    @property
+    def width(self) -> int:
+        """Kernel evaluations that one input costs in Kuf (M; M·C for sums of C deltas): the
+        chunk sizes of the streamed passes budget memory for this many columns."""
+        return self.num_inducing
+
     @abstractmethod
     def config(self) -> dict[str, Any]:
         """`{"type": class name, "args": ...}`: what `from_config` needs to rebuild the

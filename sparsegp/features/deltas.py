@@ -43,6 +43,10 @@ class SumOfDeltas(InducingFeature):
     def input_dim(self) -> int:
         return self.Z.shape[2]
 
+    @property
+    def width(self) -> int:
+        return self.num_inducing * self.num_deltas
+
     def points(self) -> Tensor:
         """All M·C delta locations [M·C, D] (a view: gradients reach Z)."""
         return self.Z.reshape(-1, self.input_dim)

@@ -121,7 +121,7 @@ class SVGP(InducingMixin, Model):
         return jittered_cholesky(cov.Kuu(self.feature, self.kernel), self.jitter, name="Kuu")[0]
 
     def _chunk(self) -> int:
-        return self.chunk_size or auto_chunk_size(self.num_inducing * (1 + self.num_latent),
+        return self.chunk_size or auto_chunk_size(self.feature.width + self.num_inducing * self.num_latent,
                                                   self.X.element_size())
 
     # -- the bound ------------------------------------------------------------------------

@@ -114,7 +114,7 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     """The sums of MATH.md §2 for the problem's family member (L = chol(Kuu)), streamed over
     chunks of the data and, when the data are sharded, over processes (see `streaming`)."""
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
-    size = _chunk_size(p.chunk_size, L.shape[0], kuf.dtype)
+    size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype)
     n = int(global_sum(p.X.shape[0], p.X))
     if p.fam.mode == "pep":
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype)

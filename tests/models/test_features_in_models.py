@@ -150,6 +150,33 @@ def test_sums_of_deltas_stream_one_kernel_evaluation_per_chunk_with_exact_gradie
         torch.testing.assert_close(g, h, rtol=1e-10, atol=1e-10)
 
 
+DELTAS_PEAK = """
+import resource, torch, sparsegp as sg
+N, M, C = 100_000, 50, 20
+g = torch.Generator().manual_seed(0)
+X = torch.randn(N, 8, dtype=torch.float64, generator=g)
+y = torch.randn(N, dtype=torch.float64, generator=g)
+feature = sg.features.SumOfDeltas(X[: M * C].reshape(M, C, 8).clone(), torch.ones(M, C) / C)
+m = sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=[2.0] * 8),
+            inducing_points=feature)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for _ in range(2):
+    torch.autograd.grad(m.training_loss(), list(m.parameters()))
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_sums_of_deltas_value_and_gradient_memory_stays_far_below_n_by_m_c():
+    # an N×M·C float64 matrix is 800 MB here; the default chunks budget for M·C columns
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", DELTAS_PEAK], capture_output=True, text=True,
+                         check=True)
+    growth = int(out.stdout.strip().splitlines()[-1])
+    assert growth < 128 * 2**20, f"peak memory grew by {growth / 2**20:.0f} MB"
+
+
 def test_multiscale_windows_shrinking_to_zero_become_inducing_points():
     X, y = make_problem(5, N=60)
     Z = X[:6] + 0.1
