@@ -302,3 +302,27 @@ def test_growing_svgp_extends_q_by_the_prior_conditional_so_the_elbo_is_unchange
     assert sv.log_marginal_likelihood() == pytest.approx(before, rel=1e-9)
     for a, b in zip(sv.predict_f(X[:6]), (mean, var)):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_sums_of_deltas_kuu_in_blocks_equals_one_block_with_the_same_gradient(monkeypatch):
+    from sparsegp.covariances import deltas as delta_covariances
+
+    X, _ = make_problem(12, N=40, D=2)
+    feature = sg.features.SumOfDeltas.from_data(X, 6, num_deltas=3)
+    with torch.no_grad():
+        feature.weights.normal_()
+    kernel = sg.kernels.Matern52(lengthscale=[0.7, 1.3]) + sg.kernels.SquaredExponential()
+    whole = covariances.Kuu(feature, kernel)
+    g_whole = torch.autograd.grad((whole * whole).sum(), [feature.Z, feature.weights,
+                                                          *kernel.parameters()])
+    monkeypatch.setattr(delta_covariances, "CHUNK_MEMORY_BYTES", 1)  # one row per block
+    calls, real = [], delta_covariances._block
+    monkeypatch.setattr(delta_covariances, "_block",
+                        lambda f, k, i, rows: calls.append(rows) or real(f, k, i, rows))
+    blocked = covariances.Kuu(feature, kernel)
+    torch.testing.assert_close(blocked, whole, rtol=1e-14, atol=1e-14)
+    g_blocked = torch.autograd.grad((blocked * blocked).sum(), [feature.Z, feature.weights,
+                                                                *kernel.parameters()])
+    assert calls == [1] * 12  # six rows forward, each recomputed once backward
+    for a, b in zip(g_blocked, g_whole):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
