@@ -46,9 +46,7 @@ class _BlockedKuu(torch.autograd.Function):
     def forward(ctx, feature: SumOfDeltas, kernel: Kernel, rows: int,  # type: ignore[override]
                 *inputs: Tensor) -> Tensor:
         ctx.feature, ctx.kernel, ctx.rows = feature, kernel, rows
-        with torch.no_grad():
-            return torch.cat([_block(feature, kernel, i, rows)
-                              for i in range(0, feature.num_inducing, rows)], 0)
+        return _blocks(feature, kernel, rows)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -62,6 +60,13 @@ class _BlockedKuu(torch.autograd.Function):
                                            gK[i:i + rows], allow_unused=True)
             grads = [g if h is None else (h if g is None else g + h) for g, h in zip(grads, part)]
         return (None, None, None, *grads)
+
+
+def _blocks(feature: SumOfDeltas, kernel: Kernel, rows: int) -> Tensor:
+    """Kuu block by block, without autograd."""
+    with torch.no_grad():
+        return torch.cat([_block(feature, kernel, i, rows)
+                          for i in range(0, feature.num_inducing, rows)], 0)
 
 
 def _block(feature: SumOfDeltas, kernel: Kernel, i: int, rows: int) -> Tensor:
@@ -85,7 +90,7 @@ def _kuu(feature: SumOfDeltas, kernel: Kernel) -> Tensor:
     if torch.is_grad_enabled() and inputs:
         K = _BlockedKuu.apply(feature, kernel, rows, *inputs)
     else:
-        K = _BlockedKuu.forward(None, feature, kernel, rows)
+        K = _blocks(feature, kernel, rows)
     return 0.5 * (K + K.mT)
 
 
