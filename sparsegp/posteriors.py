@@ -108,7 +108,7 @@ class SparsePosterior(Posterior):
 
     def _rows_per_chunk(self) -> int:
         M = self.L.shape[0]
-        return auto_chunk_size(self.feature.width + M * self.num_latent, self.L.element_size())
+        return auto_chunk_size(self._kuf.width + M * self.num_latent, self.L.element_size())
 
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising

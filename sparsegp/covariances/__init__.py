@@ -5,9 +5,9 @@ The registry (`registry.py`) dispatches on the pair; each feature's maths lives 
 of its own here and registers itself on import.
 """
 
-from . import deltas, fourier, inducing_points, multiscale, sums  # noqa: F401  (registrations)
-from .registry import Kuf, Kuu, check_pair, lookup_streamed, register
+from . import deltas, fourier, inducing_points, multiscale, patches, sums  # noqa: F401  (registrations)
+from .registry import Kuf, Kuu, check_pair, input_dim, lookup_streamed, register, width
 from .streamed import CrossCovariance, cross_covariance
 
-__all__ = ["Kuu", "Kuf", "register", "check_pair", "lookup_streamed", "CrossCovariance",
+__all__ = ["Kuu", "Kuf", "register", "check_pair", "input_dim", "width", "lookup_streamed", "CrossCovariance",
            "cross_covariance"]

@@ -27,13 +27,15 @@ class _Entry:
     kernel_subclasses: bool
 
 
-_TABLES: dict[str, dict[tuple[type, type], _Entry]] = {"Kuu": {}, "Kuf": {}, "streamed": {}}
+_TABLES: dict[str, dict[tuple[type, type], _Entry]] = {"Kuu": {}, "Kuf": {}, "streamed": {},
+                                                        "width": {}}
 
 
 def register(which: str, feature_type: type, kernel_type: type, *,
              feature_subclasses: bool = False, kernel_subclasses: bool = False) -> Callable:
-    """Decorator registering the 'Kuu' or 'Kuf' function, or the 'streamed' Kuf class, of a
-    pair. By default the registration covers exactly these two classes; say which side's
+    """Decorator registering the 'Kuu' or 'Kuf' function, the 'streamed' Kuf class, or the
+    'width' (kernel evaluations per input in Kuf, when not the default) of a pair. By default
+    the registration covers exactly these two classes; say which side's
     subclasses it also covers (e.g. `kernel_subclasses=True` for maths written in terms of
     `kernel.K`, which holds for every kernel)."""
     table = _TABLES[which]
@@ -83,8 +85,23 @@ def check_pair(feature: Any, kernel: Any) -> None:
     _lookup("Kuf", feature, kernel)
     with torch.no_grad():
         Kuu(feature, kernel)
-        x = torch.zeros(1, feature.input_dim, dtype=torch.float64, device=kernel_device(kernel))
+        x = torch.zeros(1, input_dim(feature, kernel), dtype=torch.float64,
+                        device=kernel_device(kernel))
         Kuf(feature, kernel, x)
+
+
+def input_dim(feature: Any, kernel: Kernel) -> int:
+    """Columns of the inputs X: fixed by the kernel where it requires a dimension (images of a
+    convolutional kernel, whose features live in patch space), else the feature's."""
+    return kernel.input_dim if kernel.input_dim is not None else feature.input_dim
+
+
+def width(feature: Any, kernel: Kernel) -> int:
+    """Elementary kernel evaluations that one input costs in Kuf (what chunked passes budget
+    memory for): registered per pair where it differs from the feature's width times the
+    kernel's evaluation cost."""
+    fn = _find("width", feature, kernel)
+    return fn(feature, kernel) if fn is not None else feature.width * kernel.evaluation_cost
 
 
 def kernel_device(kernel: Any) -> torch.device | None:

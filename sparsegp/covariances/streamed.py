@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ..kernels.base import Kernel
-from .registry import Kuf, lookup_streamed
+from .registry import Kuf, lookup_streamed, width
 
 
 class CrossCovariance:
@@ -26,7 +26,7 @@ class CrossCovariance:
         params = (*feature.parameters(), *kernel.parameters())
         self.inputs = tuple(p for p in params if p.requires_grad)
         self.dtype = dtype or (params[0].dtype if params else torch.float64)
-        self.num_inducing, self.width = feature.num_inducing, feature.width
+        self.num_inducing, self.width = feature.num_inducing, width(feature, kernel)
 
     def _cast(self, Xb: Tensor) -> Tensor:
         return Xb if Xb.dtype == self.dtype else Xb.to(self.dtype)

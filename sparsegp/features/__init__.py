@@ -6,5 +6,6 @@ from .deltas import SumOfDeltas
 from .fourier import Fourier
 from .inducing_points import InducingPoints
 from .multiscale import Multiscale
+from .patches import InducingPatches
 
-__all__ = ["InducingFeature", "InducingPoints", "Multiscale", "SumOfDeltas", "Fourier"]
+__all__ = ["InducingFeature", "InducingPoints", "Multiscale", "SumOfDeltas", "Fourier", "InducingPatches"]

@@ -22,6 +22,13 @@ class Kernel(Registered, Parameterised, ABC):
 
     registry = Registry("kernel")
 
+    #: The number of input columns the kernel requires, or None for any (most kernels).
+    input_dim: int | None = None
+
+    #: Elementary evaluations in one k(x, x') (Q² for a convolutional kernel over Q patches):
+    #: memory budgets of chunked passes scale with it.
+    evaluation_cost: int = 1
+
     def __init__(self) -> None:
         super().__init__()
         self._unset: set[str] = set()
@@ -97,6 +104,11 @@ class Combination(Kernel):
                 raise TypeError(f"{type(self).__name__} takes kernels; got {type(k).__name__}")
             flat.extend(k.kernels if type(k) is type(self) else [k])
         self.kernels = nn.ModuleList(flat)
+        dims = {k.input_dim for k in flat} - {None}
+        if len(dims) > 1:
+            raise ValueError(f"the kernels require inputs of different dimensions {sorted(dims)}")
+        self.input_dim = dims.pop() if dims else None
+        self.evaluation_cost = sum(k.evaluation_cost for k in flat)
 
     def config(self) -> dict[str, Any]:
         return {"type": type(self).__name__, "kernels": [k.config() for k in self.kernels]}

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from ..covariances import check_pair
+from .. import covariances as cov
 from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
+from ..features.patches import InducingPatches
 from ..kernels.base import Kernel
+from ..kernels.convolutional import Convolutional
 from ..validation import as_inputs
 
 DEFAULT_NUM_INDUCING = 100
@@ -21,12 +23,16 @@ DEFAULT_NUM_INDUCING = 100
 def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Tensor,
                     x_scale: Tensor, method: str, seed: int) -> InducingFeature:
     """The model's feature (internal units) from `inducing_points`: an int M (M inputs chosen
-    from X by `method`), an array [M, D] in the units of X, a registered feature object in the
-    units of X, or None (min(N, 100) inducing points)."""
+    from X by `method`; M inducing patches cut from the images for a convolutional kernel),
+    an array [M, D] in the units of X, a registered feature object in the units of X, or None
+    (min(N, 100) inducing points)."""
+    if kernel.input_dim is not None and kernel.input_dim != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but the kernel {type(kernel).__name__} "
+                         f"requires {kernel.input_dim}")
     if inducing_points is None:
         inducing_points = min(X.shape[0], DEFAULT_NUM_INDUCING)
     if isinstance(inducing_points, InducingFeature):
-        if inducing_points.input_dim != X.shape[1]:
+        if cov.input_dim(inducing_points, kernel) != X.shape[1]:
             raise ValueError(f"the inducing feature is for inputs of dimension "
                              f"{inducing_points.input_dim} but X has {X.shape[1]} columns")
         identity = bool((x_shift == 0).all() and (x_scale == 1).all())
@@ -35,6 +41,12 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
                                                and not isinstance(inducing_points, numbers.Integral)):
         raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing feature "
                         f"(sparsegp.features); got {inducing_points!r}")
+    elif isinstance(inducing_points, numbers.Integral) and isinstance(kernel, Convolutional):
+        if not bool((x_shift == 0).all() and (x_scale == 1).all()):
+            raise TypeError("a convolutional kernel shares its patches across image positions, so "
+                            "per-pixel standardize_X=True does not apply; scale the images yourself")
+        feature = InducingPatches.from_data(X, int(inducing_points), seed=seed, method=method,
+                                            kernel=kernel)
     elif isinstance(inducing_points, numbers.Integral):
         feature = InducingPoints.from_data(X, int(inducing_points), seed=seed, method=method)
     else:
@@ -44,7 +56,7 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
         Z = as_inputs(inducing_points, "inducing_points", num_features=X.shape[1],
                       device=X.device).to(X.dtype)
         feature = InducingPoints((Z - x_shift) / x_scale)
-    check_pair(feature, kernel)
+    cov.check_pair(feature, kernel)
     return feature
 
 

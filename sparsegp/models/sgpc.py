@@ -103,7 +103,7 @@ class SGPC(InducingMixin, Model):
         return self._alpha
 
     def _chunk(self) -> int:
-        return self.chunk_size or auto_chunk_size(self.feature.width, self.X.element_size())
+        return self.chunk_size or auto_chunk_size(cov.width(self.feature, self.kernel), self.X.element_size())
 
     # -- energy and sites -----------------------------------------------------------------
     def _objective(self) -> Tensor:

@@ -121,8 +121,8 @@ class SVGP(InducingMixin, Model):
         return jittered_cholesky(cov.Kuu(self.feature, self.kernel), self.jitter, name="Kuu")[0]
 
     def _chunk(self) -> int:
-        return self.chunk_size or auto_chunk_size(self.feature.width + self.num_inducing * self.num_latent,
-                                                  self.X.element_size())
+        width = cov.width(self.feature, self.kernel) + self.num_inducing * self.num_latent
+        return self.chunk_size or auto_chunk_size(width, self.X.element_size())
 
     # -- the bound ------------------------------------------------------------------------
     def elbo(self, X: Tensor | None = None, y: Tensor | None = None, q_mu: Tensor | None = None,

@@ -1,0 +1,61 @@
+"""Inducing patches: u_m = g(z_m) for the patch-response function g of a convolutional kernel
+(van der Wilk 2018, §5.4; MATH.md §9). Data only; the maths is in `covariances/patches.py`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .base import InducingFeature, checked_array
+from .initialisation import initial_inducing_inputs
+
+#: Patches that k-means++ sees at most when choosing inducing patches from data.
+MAX_PATCHES_FOR_INIT = 100_000
+
+
+class InducingPatches(InducingFeature):
+    """Inducing patches Z [M, h·w], a trainable parameter living in patch space, not image
+    space: u_m = g(z_m). Pair it with `kernels.Convolutional` (the only registered kernel):
+    Kuu = k_g(Z, Z), Kuf[m, n] = Σ_q w_q k_g(z_m, x_n^[q])."""
+
+    def __init__(self, Z: Any) -> None:
+        super().__init__()
+        self._add_free("Z", checked_array(Z, "inducing patches", 2))
+
+    @property
+    def num_inducing(self) -> int:
+        return self.Z.shape[0]
+
+    @property
+    def input_dim(self) -> int:
+        """h·w: the dimension of patches (the kernel fixes the dimension of the images)."""
+        return self.Z.shape[1]
+
+    def config(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "args": {"shape": list(self.Z.shape)}}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> InducingPatches:
+        return cls(torch.zeros(cfg["args"]["shape"], dtype=torch.float64))
+
+    def transformed(self, shift: Tensor, scale: Tensor) -> InducingPatches:
+        raise TypeError("inducing patches are shared by every position of an image, so per-pixel "
+                        "input standardisation (standardize_X=True) cannot be expressed in patch "
+                        "space; scale the images yourself (e.g. pixels to [0, 1])")
+
+    @classmethod
+    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
+                  kernel: Any = None) -> InducingPatches:
+        """M patches chosen by `method` (seeded k-means++ or random) among the patches of the
+        images X [N, H·W·C] that `kernel` (a `kernels.Convolutional`) cuts out, at most
+        MAX_PATCHES_FOR_INIT of them (a seeded random subset)."""
+        if kernel is None or not hasattr(kernel, "patches"):
+            raise TypeError("InducingPatches.from_data needs kernel=<a Convolutional kernel> to "
+                            "cut patches out of the images")
+        patches = kernel.patches(torch.as_tensor(X, dtype=torch.float64)).reshape(-1, kernel.patch_dim)
+        if patches.shape[0] > MAX_PATCHES_FOR_INIT:
+            g = torch.Generator().manual_seed(seed)
+            patches = patches[torch.randperm(patches.shape[0], generator=g)[:MAX_PATCHES_FOR_INIT]]
+        return cls(initial_inducing_inputs(patches, num_inducing, method, seed))

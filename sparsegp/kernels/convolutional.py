@@ -1,0 +1,211 @@
+"""Convolutional kernels for images: f(x) = Σ_p w_p g(x^[p]) over the patches of an image
+(van der Wilk, Rasmussen & Hensman 2017; van der Wilk 2018, ch. 5; MATH.md §9).
+
+An image is a row of H·W·C pixels in (row, column, channel) order, i.e. `image.reshape(-1)` of
+an [H, W, C] array. Its patches x^[p] are the h×w windows at every position (stride 1), one
+per channel: Q = P·C patches of h·w pixels, P = (H − h + 1)(W − w + 1), numbered q = p·C + c
+with p running over window positions row by row. With g ~ GP(0, k_g),
+
+    k_f(x, x') = Σ_q Σ_q' w_q w_q' k_g(x^[q], x'^[q']),
+
+all w_q = 1 for the translation-invariant kernel (§5.5) and trainable weights for
+`weighted=True` (§5.6; for colour images the baseline kernel over all patches of all
+channels, §5.8). Inducing patches (`features.InducingPatches`) pair with this kernel in
+`covariances/patches.py`; the kernel itself knows nothing of inducing variables.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..config import CHUNK_MEMORY_BYTES
+from .base import Kernel, kernel_from_config
+from .stationary import RadialKernel
+
+
+def _pair(value: Any, name: str) -> tuple[int, int]:
+    try:
+        a, b = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a pair of positive integers (height, width); "
+                        f"got {value!r}") from None
+    if a < 1 or b < 1 or (a, b) != tuple(value):
+        raise ValueError(f"{name} must be a pair of positive integers (height, width); got {value!r}")
+    return a, b
+
+
+class Convolutional(Kernel):
+    """k_f(x, x') = Σ_q Σ_q' w_q w_q' k_g(x^[q], x'^[q']) over the Q = P·C patches of images.
+
+    Shapes: X [N, H·W·C] (channels last), patches [N, Q, h·w], weights [Q] (trainable when
+    `weighted=True`; all 1 otherwise). The base kernel `k_g` acts on patches of h·w pixels (an
+    ARD lengthscale has shape (h·w,)). K_diag costs Q² base-kernel evaluations per image and
+    K(X, X2) Q² per pair: both go in blocks of bounded memory.
+    """
+
+    def __init__(self, base_kernel: Kernel, image_shape: Any, patch_shape: Any,
+                 weighted: bool = False, channels: int = 1, weights: Any = None) -> None:
+        super().__init__()
+        if not isinstance(base_kernel, Kernel) or isinstance(base_kernel, Convolutional):
+            raise TypeError("base_kernel must be a kernel on patches (not convolutional); got "
+                            f"{type(base_kernel).__name__}")
+        self.base_kernel = base_kernel
+        self.image_shape = _pair(image_shape, "image_shape")
+        self.patch_shape = _pair(patch_shape, "patch_shape")
+        (H, W), (h, w) = self.image_shape, self.patch_shape
+        if h > H or w > W:
+            raise ValueError(f"patch_shape {self.patch_shape} is larger than image_shape "
+                             f"{self.image_shape}")
+        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+            raise ValueError(f"channels must be a positive integer; got {channels!r}")
+        self.channels = channels
+        self.weighted = bool(weighted)
+        if weights is not None and not self.weighted:
+            raise ValueError("weights are only used with weighted=True")
+        if self.weighted:
+            w0 = torch.ones(self.num_patches, dtype=torch.float64) if weights is None else \
+                torch.as_tensor(weights, dtype=torch.float64).detach().clone()
+            if w0.shape != (self.num_patches,) or not bool(torch.isfinite(w0).all()):
+                raise ValueError(f"weights must be {self.num_patches} finite numbers (one per patch "
+                                 f"and channel); got shape {tuple(w0.shape)}")
+            self._add_free("weights", w0)
+
+    # -- shapes ---------------------------------------------------------------------------
+    @property
+    def positions(self) -> tuple[int, int]:
+        """(H − h + 1, W − w + 1): the window positions along each axis."""
+        (H, W), (h, w) = self.image_shape, self.patch_shape
+        return H - h + 1, W - w + 1
+
+    @property
+    def num_patches(self) -> int:
+        """Q = P·C patches per image."""
+        return math.prod(self.positions) * self.channels
+
+    @property
+    def patch_dim(self) -> int:
+        """h·w pixels per patch."""
+        return math.prod(self.patch_shape)
+
+    @property
+    def input_dim(self) -> int:
+        """H·W·C pixels per image (the columns of X)."""
+        return math.prod(self.image_shape) * self.channels
+
+    @property
+    def evaluation_cost(self) -> int:
+        """Base-kernel evaluations in one k_f(x, x'): Q²."""
+        return self.num_patches ** 2
+
+    def patch_weights(self) -> Tensor | None:
+        """The weights [Q] (None for the translation-invariant kernel: all 1)."""
+        return self.weights if self.weighted else None
+
+    # -- patches --------------------------------------------------------------------------
+    def check_images(self, X: Tensor, name: str = "X") -> Tensor:
+        if not isinstance(X, Tensor) or X.dim() != 2:
+            shape = tuple(X.shape) if isinstance(X, Tensor) else type(X).__name__
+            raise ValueError(f"{name} must be a 2-D tensor [N, H·W·C]; got {shape}")
+        if X.shape[1] != self.input_dim:
+            H, W = self.image_shape
+            raise ValueError(
+                f"{name} has {X.shape[1]} columns but the convolutional kernel is for "
+                f"{H}×{W} images with {self.channels} channel(s): {self.input_dim} columns"
+            )
+        return X
+
+    def patches(self, X: Tensor) -> Tensor:
+        """All patches of every image. Shapes: X [N, H·W·C] -> [N, Q, h·w] (q = p·C + c)."""
+        X = self.check_images(X)
+        (H, W), (h, w), C = self.image_shape, self.patch_shape, self.channels
+        images = X.reshape(-1, H, W, C)
+        windows = images.unfold(1, h, 1).unfold(2, w, 1)  # a view [N, H', W', C, h, w]
+        return windows.reshape(X.shape[0], self.num_patches, self.patch_dim)
+
+    def weighted_sum(self, K: Tensor, dim: int) -> Tensor:
+        """Σ_q w_q K[..., q, ...] over dimension `dim` (of size Q)."""
+        w = self.patch_weights()
+        if w is None:
+            return K.sum(dim)
+        shape = [1] * K.dim()
+        shape[dim] = -1
+        return (K * w.to(K.dtype).reshape(shape)).sum(dim)
+
+    # -- covariances ----------------------------------------------------------------------
+    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+        A = self.patches(X)
+        B = A if X2 is None else self.patches(self.check_images(X2, "X2"))
+        N, Q, d = A.shape
+        N2 = B.shape[0]
+        rows = max(1, int(math.sqrt(_budget_elements(A) / Q**2)))  # rows² Q² ≤ budget
+        out = []
+        for i in range(0, N, rows):
+            a = A[i:i + rows]
+            line = []
+            for j in range(0, N2, rows):
+                b = B[j:j + rows]
+                Kg = self.base_kernel.K(a.reshape(-1, d), b.reshape(-1, d))
+                Kg = Kg.reshape(a.shape[0], Q, b.shape[0], Q)
+                line.append(self.weighted_sum(self.weighted_sum(Kg, 3), 1))
+            out.append(torch.cat(line, 1))
+        return torch.cat(out, 0)
+
+    def K_diag(self, X: Tensor) -> Tensor:
+        A = self.patches(X)
+        N, Q, _ = A.shape
+        rows = max(1, _budget_elements(A) // Q**2)
+        out = [self.weighted_sum(self.weighted_sum(self._gram(A[i:i + rows]), 2), 1)
+               for i in range(0, N, rows)]
+        return torch.cat(out) if out else A.new_zeros(0)
+
+    def _gram(self, A: Tensor) -> Tensor:
+        """k_g between the patches of each image. Shapes: A [n, Q, d] -> [n, Q, Q]."""
+        base = self.base_kernel
+        if isinstance(base, RadialKernel):  # batched: one bmm for the block
+            ell = base._checked_lengthscale(A[0], None)
+            S = A / ell
+            S = S - S.detach().mean(1, keepdim=True)
+            sq = (S * S).sum(-1)
+            r2 = torch.baddbmm(sq[:, :, None] + sq[:, None, :], S, S.mT, alpha=-2.0).clamp_min(0.0)
+            r2 = r2 * (1.0 - torch.eye(A.shape[1], dtype=A.dtype, device=A.device))
+            return base.value("variance") * base.profile(r2)
+        return torch.stack([base.K(a) for a in A]) if A.shape[0] else A.new_zeros(0, A.shape[1], A.shape[1])
+
+    # -- data-based starting values -------------------------------------------------------
+    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
+        """The base kernel from patches of (up to 1000 of) the images, its variance then
+        rescaled so that k_f(x, x) averages `signal_variance` over those images."""
+        sample = X[torch.linspace(0, X.shape[0] - 1, min(X.shape[0], 1000)).long()]
+        A = self.patches(sample)
+        rescale = "variance" in self.base_kernel._unset
+        self.base_kernel.initialise_from_data(A.reshape(-1, A.shape[-1]), 1.0)
+        if rescale:
+            with torch.no_grad():
+                unit = float(self.K_diag(sample[:100]).mean() / self.base_kernel.value("variance"))
+            self.base_kernel._assign("variance", signal_variance / max(unit, 1e-300))
+
+    # -- structure for save/load ----------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "base": self.base_kernel.config(),
+                "args": {"image_shape": list(self.image_shape), "patch_shape": list(self.patch_shape),
+                         "weighted": self.weighted, "channels": self.channels}}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> Convolutional:
+        return cls(kernel_from_config(cfg["base"]), **cfg["args"])
+
+    def __repr__(self) -> str:
+        (H, W), (h, w) = self.image_shape, self.patch_shape
+        kind = "weighted" if self.weighted else "invariant"
+        return (f"Convolutional({self.base_kernel!r}, image {H}×{W}×{self.channels}, "
+                f"patch {h}×{w}, {kind})")
+
+
+def _budget_elements(A: Tensor) -> int:
+    """Elements of the largest temporary a block may hold (a quarter of the chunk budget,
+    the base kernel's own temporaries taking the rest)."""
+    return max(1, CHUNK_MEMORY_BYTES // (4 * A.element_size() * 4))
