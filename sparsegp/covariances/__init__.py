@@ -5,9 +5,18 @@ The registry (`registry.py`) dispatches on the pair; each feature's maths lives 
 of its own here and registers itself on import.
 """
 
-from . import deltas, fourier, inducing_points, multiscale, patches, sums  # noqa: F401  (registrations)
-from .registry import Kuf, Kuu, check_pair, input_dim, lookup_streamed, register, width
+from . import deltas, fourier, inducing_points, multiscale, patches, stacked, sums  # noqa: F401  (registrations)
+from .registry import (
+    Kuf,
+    Kuu,
+    Kuu_cholesky,
+    check_pair,
+    input_dim,
+    lookup_streamed,
+    register,
+    width,
+)
 from .streamed import CrossCovariance, cross_covariance
 
-__all__ = ["Kuu", "Kuf", "register", "check_pair", "input_dim", "width", "lookup_streamed", "CrossCovariance",
-           "cross_covariance"]
+__all__ = ["Kuu", "Kuf", "Kuu_cholesky", "register", "check_pair", "input_dim", "width",
+           "lookup_streamed", "CrossCovariance", "cross_covariance"]

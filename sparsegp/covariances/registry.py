@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ..kernels.base import Kernel
+from ..linalg import jittered_cholesky
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,14 @@ class _Entry:
 
 
 _TABLES: dict[str, dict[tuple[type, type], _Entry]] = {"Kuu": {}, "Kuf": {}, "streamed": {},
-                                                        "width": {}}
+                                                        "width": {}, "cholesky": {}}
 
 
 def register(which: str, feature_type: type, kernel_type: type, *,
              feature_subclasses: bool = False, kernel_subclasses: bool = False) -> Callable:
     """Decorator registering the 'Kuu' or 'Kuf' function, the 'streamed' Kuf class, or the
-    'width' (kernel evaluations per input in Kuf, when not the default) of a pair. By default
+    'width' (kernel evaluations per input in Kuf, when not the default) or the Kuu
+    'cholesky' (when it has structure to exploit) of a pair. By default
     the registration covers exactly these two classes; say which side's
     subclasses it also covers (e.g. `kernel_subclasses=True` for maths written in terms of
     `kernel.K`, which holds for every kernel)."""
@@ -117,6 +119,16 @@ def lookup_streamed(feature: object, kernel: object) -> type | None:
 def Kuu(feature: object, kernel: Kernel) -> Tensor:
     """Covariance of the inducing variables, without jitter. Shape: [M, M]."""
     return _lookup("Kuu", feature, kernel)(feature, kernel)
+
+
+def Kuu_cholesky(feature: object, kernel: Kernel, jitter: float, name: str = "Kuu"
+                 ) -> tuple[Tensor, float]:
+    """(L, j): the lower Cholesky factor of Kuu with relative jitter j (`linalg.jittered_cholesky`),
+    block by block where the pair registers a structured factorisation."""
+    fn = _find("cholesky", feature, kernel)
+    if fn is not None:
+        return fn(feature, kernel, jitter, name)
+    return jittered_cholesky(Kuu(feature, kernel), jitter, name=name)
 
 
 def Kuf(feature: object, kernel: Kernel, X: Tensor) -> Tensor:

@@ -7,5 +7,7 @@ from .fourier import Fourier
 from .inducing_points import InducingPoints
 from .multiscale import Multiscale
 from .patches import InducingPatches
+from .stacked import Stacked
 
-__all__ = ["InducingFeature", "InducingPoints", "Multiscale", "SumOfDeltas", "Fourier", "InducingPatches"]
+__all__ = ["InducingFeature", "InducingPoints", "Multiscale", "SumOfDeltas", "Fourier",
+           "InducingPatches", "Stacked"]

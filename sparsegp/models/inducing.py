@@ -13,7 +13,8 @@ from .. import covariances as cov
 from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
 from ..features.patches import InducingPatches
-from ..kernels.base import Kernel
+from ..features.stacked import Stacked
+from ..kernels.base import Kernel, Sum
 from ..kernels.convolutional import Convolutional
 from ..validation import as_inputs
 
@@ -41,14 +42,12 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
                                                and not isinstance(inducing_points, numbers.Integral)):
         raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing feature "
                         f"(sparsegp.features); got {inducing_points!r}")
-    elif isinstance(inducing_points, numbers.Integral) and isinstance(kernel, Convolutional):
-        if not bool((x_shift == 0).all() and (x_scale == 1).all()):
-            raise TypeError("a convolutional kernel shares its patches across image positions, so "
-                            "per-pixel standardize_X=True does not apply; scale the images yourself")
-        feature = InducingPatches.from_data(X, int(inducing_points), seed=seed, method=method,
-                                            kernel=kernel)
     elif isinstance(inducing_points, numbers.Integral):
-        feature = InducingPoints.from_data(X, int(inducing_points), seed=seed, method=method)
+        if kernel.input_dim is not None and not bool((x_shift == 0).all() and (x_scale == 1).all()):
+            raise TypeError(f"the kernel {type(kernel).__name__} fixes the meaning of each input "
+                            "column (image pixels shared across patch positions), so per-column "
+                            "standardize_X=True does not apply; scale the inputs yourself")
+        feature = default_feature(kernel, X, int(inducing_points), method, seed)
     else:
         if not hasattr(inducing_points, "__len__") and not hasattr(inducing_points, "shape"):
             raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing "
@@ -58,6 +57,17 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
         feature = InducingPoints((Z - x_shift) / x_scale)
     cov.check_pair(feature, kernel)
     return feature
+
+
+def default_feature(kernel: Kernel, X: Tensor, M: int, method: str, seed: int) -> InducingFeature:
+    """M inducing variables chosen from X for `kernel`: inducing patches for a convolutional
+    kernel; for a sum with a convolutional part, a separate set of M for every part
+    (van der Wilk 2018, §5.7.2); inducing points otherwise."""
+    if isinstance(kernel, Convolutional):
+        return InducingPatches.from_data(X, M, seed=seed, method=method, kernel=kernel)
+    if isinstance(kernel, Sum) and any(isinstance(k, Convolutional) for k in kernel.kernels):
+        return Stacked([default_feature(k, X, M, method, seed) for k in kernel.kernels])
+    return InducingPoints.from_data(X, M, seed=seed, method=method)
 
 
 class InducingMixin:

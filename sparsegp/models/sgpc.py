@@ -15,7 +15,6 @@ from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli
 from ..likelihoods.base import Likelihood
-from ..linalg import jittered_cholesky
 from ..objectives import pep_classification as pep
 from ..objectives.collapsed import family, q_from_statistics
 from ..posteriors import SparsePosterior
@@ -124,7 +123,7 @@ class SGPC(InducingMixin, Model):
 
     def _site_q(self) -> tuple[Tensor, float, Any]:
         """L = chol(Kuu), the jitter used, and the sites' whitened q(v) (MATH.md §5)."""
-        L, used = jittered_cholesky(cov.Kuu(self.feature, self.kernel), self.jitter, name="Kuu")
+        L, used = cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)
         stats = pep.site_statistics(self.kernel, self.feature, self.X, L, self.tau, self.nu,
                                     self._chunk())
         return L, used, q_from_statistics(stats)

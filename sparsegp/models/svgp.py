@@ -14,10 +14,10 @@ from .. import covariances as cov
 from ..chunking import auto_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..distributed import is_distributed
+from ..features.stacked import Stacked
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli, Gaussian
 from ..likelihoods.base import Likelihood
-from ..linalg import jittered_cholesky
 from ..objectives import svgp as objective
 from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective
 from ..posteriors import SparsePosterior
@@ -38,6 +38,11 @@ class SVGP(InducingMixin, Model):
     minibatches, or full-batch L-BFGS for a Gaussian likelihood without minibatches. Under
     an initialised torch.distributed process group, `fit()` trains with
     DistributedDataParallel and a DistributedSampler over (X, y).
+
+    With `Stacked` inducing features (one set per part of a sum of kernels, van der Wilk 2018,
+    §5.7.2), q(u) couples the sets by default (one full covariance); `mean_field=True` makes it
+    block diagonal, q(u) = Π_i q(u_i) (the Cholesky factor is masked to its diagonal blocks),
+    trained by Adam (natural gradients are taken for a full covariance only).
     """
 
     def __init__(
@@ -45,17 +50,17 @@ class SVGP(InducingMixin, Model):
         inducing_points: Any = None, whiten: bool = True, num_latent: int | None = None, *,
         jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
-        dtype: torch.dtype | None = None,
+        dtype: torch.dtype | None = None, mean_field: bool = False,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          likelihood=likelihood, inducing_points=inducing_points, whiten=whiten,
                          num_latent=num_latent, jitter=jitter, chunk_size=chunk_size,
-                         inducing_init=inducing_init, seed=seed)
+                         inducing_init=inducing_init, seed=seed, mean_field=mean_field)
 
     def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,
                    whiten: bool, num_latent: int | None, chunk_size: int | None,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
-                   **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+                   mean_field: bool = False, **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         likelihood = Gaussian() if likelihood is None else likelihood
         if not isinstance(likelihood, Likelihood):
             raise TypeError(f"likelihood must be a sparsegp likelihood; got {type(likelihood).__name__}")
@@ -66,7 +71,12 @@ class SVGP(InducingMixin, Model):
         parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
                                            inducing_init, seed)
         parts["likelihood"] = likelihood
-        config.update(whiten=bool(whiten), num_latent=C, chunk_size=chunk_size)
+        if mean_field and not isinstance(parts["feature"], Stacked):
+            raise ValueError("mean_field=True factorises q(u) over the inducing sets of Stacked "
+                             "features (a sum of kernels with one feature per part); got "
+                             f"{type(parts['feature']).__name__}")
+        config.update(whiten=bool(whiten), num_latent=C, chunk_size=chunk_size,
+                      mean_field=bool(mean_field))
         return config, parts
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
@@ -86,6 +96,7 @@ class SVGP(InducingMixin, Model):
         self.likelihood = parts["likelihood"].to(dtype=PARAMETER_DTYPE)
         self.feature = parts["feature"]
         self.whiten, self.chunk_size = bool(config["whiten"]), config["chunk_size"]
+        self.mean_field = bool(config.get("mean_field", False))
         M, C = self.feature.num_inducing, int(config["num_latent"])
         self.q_mu = nn.Parameter(torch.zeros(M, C, dtype=PARAMETER_DTYPE))
         self.q_sqrt = nn.Parameter(torch.eye(M, dtype=PARAMETER_DTYPE).expand(C, M, M).clone())
@@ -118,7 +129,7 @@ class SVGP(InducingMixin, Model):
         return self.q_mu.shape[1]
 
     def _cholesky_kuu(self) -> Tensor:
-        return jittered_cholesky(cov.Kuu(self.feature, self.kernel), self.jitter, name="Kuu")[0]
+        return cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)[0]
 
     def _chunk(self) -> int:
         width = cov.width(self.feature, self.kernel) + self.num_inducing * self.num_latent
@@ -132,8 +143,17 @@ class SVGP(InducingMixin, Model):
         X, y = (self.X, self.y) if X is None else (X, y)
         return objective.elbo(self.kernel, self.feature, self.likelihood, X, y,
                               self._cholesky_kuu(), self.q_mu if q_mu is None else q_mu,
-                              self.q_sqrt if q_sqrt is None else q_sqrt, self.whiten,
+                              self._root(self.q_sqrt if q_sqrt is None else q_sqrt), self.whiten,
                               self.num_data, self._chunk())
+
+    def _root(self, q_sqrt: Tensor) -> Tensor:
+        """The Cholesky factor of q's covariance: lower triangle, and for `mean_field` only the
+        diagonal blocks of the Stacked feature's inducing sets."""
+        if not self.mean_field:
+            return q_sqrt
+        mask = torch.block_diag(*(torch.ones(m, m, dtype=q_sqrt.dtype, device=q_sqrt.device)
+                                  for m in self.feature.blocks))
+        return q_sqrt.tril() * mask
 
     def _objective(self) -> Tensor:
         return self.elbo()
@@ -154,6 +174,9 @@ class SVGP(InducingMixin, Model):
         """One natural-gradient step of size γ on q(u) with the ELBO of (X, y) (all data if
         None; see `training.natural_gradient_step`). γ = 1 with all the data and a Gaussian
         likelihood lands on the optimal q(u). Returns the step taken."""
+        if self.mean_field:
+            raise ValueError("natural gradients are taken for a full q(u) covariance; this model "
+                             "has mean_field=True (fit() trains its q(u) by Adam)")
         return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
                                      self.q_mu, self.q_sqrt, gamma)
 
@@ -175,8 +198,9 @@ class SVGP(InducingMixin, Model):
         """
         self._require_data()
         start = time.perf_counter()
+        natgrad = natgrad and not self.mean_field
         if batch_size is None and data is None and isinstance(self.likelihood, Gaussian) \
-                and not is_distributed():
+                and not is_distributed() and not self.mean_field:
             res = fit_lbfgsb(_CollapsedBound(self), maxiter=maxiter, progress=progress,
                              callback=callback)
             self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
@@ -201,7 +225,7 @@ class SVGP(InducingMixin, Model):
     # -- prediction -----------------------------------------------------------------------
     def _build_posterior(self) -> SparsePosterior:
         L = self._cholesky_kuu()
-        q = conditionals.from_parameters(L, self.q_mu, self.q_sqrt, self.whiten)
+        q = conditionals.from_parameters(L, self.q_mu, self._root(self.q_sqrt), self.whiten)
         return SparsePosterior(self.kernel, self.feature, L, q,
                                torch.zeros((), dtype=L.dtype, device=L.device), self.jitter)
 

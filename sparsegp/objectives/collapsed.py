@@ -165,7 +165,7 @@ def family_objective(stats: Statistics, solved: Solved, noise: Tensor, fam: Fami
 
 def factor_and_statistics(p: CollapsedProblem) -> tuple[Tensor, float, Statistics]:
     """The jittered Cholesky L of Kuu, the relative jitter it used, and the statistics."""
-    L, used = jittered_cholesky(cov.Kuu(p.feature, p.kernel), p.jitter, name="Kuu")
+    L, used = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
     return L, used, statistics(p, L)
 
 

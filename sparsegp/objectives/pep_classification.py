@@ -20,7 +20,6 @@ from ..chunking import chunk_slices
 from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
 from ..likelihoods.base import Likelihood
-from ..linalg import jittered_cholesky
 from .collapsed import Statistics, solve
 
 
@@ -92,7 +91,7 @@ def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Li
 
     `scale` multiplies every sum over points (N/|batch| on a minibatch of sites).
     """
-    L, _ = jittered_cholesky(cov.Kuu(feature, kernel), jitter, name="Kuu")
+    L, _ = cov.Kuu_cholesky(feature, kernel, jitter)
     stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size, scale)
     s = solve(stats)
     m = marginals(kernel, feature, X, L, conditionals.from_precision(s.L_B, s.e), chunk_size)
