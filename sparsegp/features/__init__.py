@@ -6,8 +6,8 @@ from .deltas import SumOfDeltas
 from .fourier import Fourier
 from .inducing_points import InducingPoints
 from .multiscale import Multiscale
-from .patches import InducingPatches
+from .patches import InducingPatches, MultiChannelPatches
 from .stacked import Stacked
 
 __all__ = ["InducingFeature", "InducingPoints", "Multiscale", "SumOfDeltas", "Fourier",
-           "InducingPatches", "Stacked"]
+           "InducingPatches", "MultiChannelPatches", "Stacked"]

@@ -54,8 +54,47 @@ class InducingPatches(InducingFeature):
         if kernel is None or not hasattr(kernel, "patches"):
             raise TypeError("InducingPatches.from_data needs kernel=<a Convolutional kernel> to "
                             "cut patches out of the images")
-        patches = kernel.patches(torch.as_tensor(X, dtype=torch.float64)).reshape(-1, kernel.patch_dim)
+        X = torch.as_tensor(X, dtype=torch.float64)
+        patches = kernel.patches(X).reshape(-1, kernel.patch_dim)
         if patches.shape[0] > MAX_PATCHES_FOR_INIT:
             g = torch.Generator().manual_seed(seed)
             patches = patches[torch.randperm(patches.shape[0], generator=g)[:MAX_PATCHES_FOR_INIT]]
-        return cls(initial_inducing_inputs(patches, num_inducing, method, seed))
+        return cls._from_patches(initial_inducing_inputs(patches, num_inducing, method, seed), kernel)
+
+    @classmethod
+    def _from_patches(cls, Z: Tensor, kernel: Any) -> InducingPatches:
+        return cls(Z)
+
+
+class MultiChannelPatches(InducingPatches):
+    """Inducing patches Z [M, h·w] for the multi-channel convolutional kernel (van der Wilk
+    2018, §5.8): C·M inducing variables u_cm = g_c(z_m), the outputs in R^C of the C
+    independent response functions at each patch, ordered channel by channel. Pair it with
+    `kernels.Convolutional(..., channels=C, multichannel=True)`: Kuu is block diagonal with C
+    blocks k_g(Z, Z)."""
+
+    def __init__(self, Z: Any, channels: int) -> None:
+        super().__init__(Z)
+        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 2:
+            raise ValueError(f"channels must be an integer ≥ 2; got {channels!r}")
+        self.channels = channels
+
+    @property
+    def num_inducing(self) -> int:
+        return self.Z.shape[0] * self.channels
+
+    def config(self) -> dict[str, Any]:
+        cfg = super().config()
+        cfg["args"]["channels"] = self.channels
+        return cfg
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> MultiChannelPatches:
+        return cls(torch.zeros(cfg["args"]["shape"], dtype=torch.float64), cfg["args"]["channels"])
+
+    @classmethod
+    def _from_patches(cls, Z: Tensor, kernel: Any) -> MultiChannelPatches:
+        return cls(Z, kernel.channels)
+
+    def extra_repr(self) -> str:
+        return f"M={self.Z.shape[0]} patches × C={self.channels}, patch size {self.input_dim}"

@@ -10,8 +10,12 @@ with p running over window positions row by row. With g ~ GP(0, k_g),
 
 all w_q = 1 for the translation-invariant kernel (§5.5) and trainable weights for
 `weighted=True` (§5.6; for colour images the baseline kernel over all patches of all
-channels, §5.8). Inducing patches (`features.InducingPatches`) pair with this kernel in
-`covariances/patches.py`; the kernel itself knows nothing of inducing variables.
+channels, §5.8). The multi-channel kernel (`multichannel=True`, §5.8, eq. 5.61–5.62) gives
+every channel its own independent response function g_c ~ GP(0, k_g):
+f(x) = Σ_p Σ_c w_pc g_c(x^[pc]), so k_f sums only pairs of patches of the same channel, and
+its inducing outputs g(z_m) ∈ R^C (`features.MultiChannelPatches`) have a block-diagonal Kuu.
+Inducing patches pair with this kernel in `covariances/patches.py`; the kernel itself knows
+nothing of inducing variables.
 """
 
 from __future__ import annotations
@@ -39,16 +43,24 @@ def _pair(value: Any, name: str) -> tuple[int, int]:
 
 
 class Convolutional(Kernel):
-    """k_f(x, x') = Σ_q Σ_q' w_q w_q' k_g(x^[q], x'^[q']) over the Q = P·C patches of images.
+    """k_f(x, x') = Σ_q Σ_q' w_q w_q' k_g(x^[q], x'^[q']) over the Q = P·C patches of images
+    (with `multichannel=True`: over pairs of patches of the same channel only).
 
     Shapes: X [N, H·W·C] (channels last), patches [N, Q, h·w], weights [Q] (trainable when
     `weighted=True`; all 1 otherwise). The base kernel `k_g` acts on patches of h·w pixels (an
-    ARD lengthscale has shape (h·w,)). K_diag costs Q² base-kernel evaluations per image and
-    K(X, X2) Q² per pair: both go in blocks of bounded memory.
+    ARD lengthscale has shape (h·w,)). K_diag costs Q² base-kernel evaluations per image
+    (Q²/C multi-channel) and K(X, X2) as many per pair: both go in blocks of bounded memory.
+
+    >>> import sparsegp as sg
+    >>> k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(28, 28),
+    ...                              patch_shape=(5, 5))
+    >>> k.num_patches, k.patch_dim
+    (576, 25)
     """
 
     def __init__(self, base_kernel: Kernel, image_shape: Any, patch_shape: Any,
-                 weighted: bool = False, channels: int = 1, weights: Any = None) -> None:
+                 weighted: bool = False, channels: int = 1, weights: Any = None,
+                 multichannel: bool = False) -> None:
         super().__init__()
         if not isinstance(base_kernel, Kernel) or isinstance(base_kernel, Convolutional):
             raise TypeError("base_kernel must be a kernel on patches (not convolutional); got "
@@ -63,6 +75,9 @@ class Convolutional(Kernel):
         if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
             raise ValueError(f"channels must be a positive integer; got {channels!r}")
         self.channels = channels
+        self.multichannel = bool(multichannel)
+        if self.multichannel and channels < 2:
+            raise ValueError("multichannel=True needs images with channels ≥ 2")
         self.weighted = bool(weighted)
         if weights is not None and not self.weighted:
             raise ValueError("weights are only used with weighted=True")
@@ -98,12 +113,13 @@ class Convolutional(Kernel):
 
     @property
     def evaluation_cost(self) -> int:
-        """Base-kernel evaluations in one k_f(x, x'): Q²."""
-        return self.num_patches ** 2
+        """Base-kernel evaluations in one k_f(x, x'): Q² (Q²/C multi-channel)."""
+        return self.num_patches ** 2 // self.groups
 
-    def patch_weights(self) -> Tensor | None:
-        """The weights [Q] (None for the translation-invariant kernel: all 1)."""
-        return self.weights if self.weighted else None
+    @property
+    def groups(self) -> int:
+        """G independent patch-response functions: C for `multichannel`, else 1."""
+        return self.channels if self.multichannel else 1
 
     # -- patches --------------------------------------------------------------------------
     def check_images(self, X: Tensor, name: str = "X") -> Tensor:
@@ -126,54 +142,72 @@ class Convolutional(Kernel):
         windows = images.unfold(1, h, 1).unfold(2, w, 1)  # a view [N, H', W', C, h, w]
         return windows.reshape(X.shape[0], self.num_patches, self.patch_dim)
 
+    def grouped_patches(self, X: Tensor) -> Tensor:
+        """The patches by response function. Shapes: X [N, H·W·C] -> [N, G, S, h·w], S = Q/G
+        (G = C groups of one channel's P patches for `multichannel`; else one group of all Q)."""
+        A = self.patches(X)
+        N, G = A.shape[0], self.groups
+        return A.reshape(N, -1, G, self.patch_dim).transpose(1, 2)
+
+    def grouped_weights(self) -> Tensor | None:
+        """The weights as [G, S] in the order of `grouped_patches` (None: all 1)."""
+        if not self.weighted:
+            return None
+        return self.weights.reshape(-1, self.groups).mT
+
     def weighted_sum(self, K: Tensor, dim: int) -> Tensor:
-        """Σ_q w_q K[..., q, ...] over dimension `dim` (of size Q)."""
-        w = self.patch_weights()
+        """Σ_s w_gs K[..., g, ..., s, ...] over dimension `dim` (of size S), where dimension 1
+        of K holds the group g. Shapes: K [n, G, ...]."""
+        w = self.grouped_weights()
         if w is None:
             return K.sum(dim)
         shape = [1] * K.dim()
-        shape[dim] = -1
+        shape[1], shape[dim] = w.shape
         return (K * w.to(K.dtype).reshape(shape)).sum(dim)
 
     # -- covariances ----------------------------------------------------------------------
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        A = self.patches(X)
-        B = A if X2 is None else self.patches(self.check_images(X2, "X2"))
-        N, Q, d = A.shape
-        N2 = B.shape[0]
-        rows = max(1, int(math.sqrt(_budget_elements(A) / Q**2)))  # rows² Q² ≤ budget
+        A = self.grouped_patches(X)
+        B = A if X2 is None else self.grouped_patches(self.check_images(X2, "X2"))
+        N, G, S, d = A.shape
+        rows = max(1, int(math.sqrt(_budget_elements(A) / (G * S * S))))  # rows² G S² ≤ budget
         out = []
         for i in range(0, N, rows):
-            a = A[i:i + rows]
             line = []
-            for j in range(0, N2, rows):
-                b = B[j:j + rows]
-                Kg = self.base_kernel.K(a.reshape(-1, d), b.reshape(-1, d))
-                Kg = Kg.reshape(a.shape[0], Q, b.shape[0], Q)
-                line.append(self.weighted_sum(self.weighted_sum(Kg, 3), 1))
+            for j in range(0, B.shape[0], rows):
+                a, b = A[i:i + rows].transpose(0, 1), B[j:j + rows].transpose(0, 1)  # [G, n, S, d]
+                Kg = torch.stack([self.base_kernel.K(a[g].reshape(-1, d), b[g].reshape(-1, d))
+                                  for g in range(G)])  # [G, n·S, n2·S]
+                Kg = Kg.reshape(G, a.shape[1], S, b.shape[1], S).transpose(0, 1)  # [n, G, S, n2, S]
+                line.append(self.weighted_sum(self.weighted_sum(Kg, 4), 2).sum(1))  # [n, n2]
             out.append(torch.cat(line, 1))
         return torch.cat(out, 0)
 
     def K_diag(self, X: Tensor) -> Tensor:
-        A = self.patches(X)
-        N, Q, _ = A.shape
-        rows = max(1, _budget_elements(A) // Q**2)
-        out = [self.weighted_sum(self.weighted_sum(self._gram(A[i:i + rows]), 2), 1)
-               for i in range(0, N, rows)]
+        A = self.grouped_patches(X)
+        N, G, S, d = A.shape
+        rows = max(1, _budget_elements(A) // (G * S * S))
+        out = []
+        for i in range(0, N, rows):
+            a = A[i:i + rows]
+            Kg = self._gram(a.reshape(-1, S, d)).reshape(a.shape[0], G, S, S)
+            out.append(self.weighted_sum(self.weighted_sum(Kg, 3), 2).sum(1))
         return torch.cat(out) if out else A.new_zeros(0)
 
     def _gram(self, A: Tensor) -> Tensor:
-        """k_g between the patches of each image. Shapes: A [n, Q, d] -> [n, Q, Q]."""
+        """k_g between the patches of each image. Shapes: A [n, S, d] -> [n, S, S]."""
         base = self.base_kernel
         if isinstance(base, RadialKernel):  # batched: one bmm for the block
             ell = base._checked_lengthscale(A[0], None)
-            S = A / ell
-            S = S - S.detach().mean(1, keepdim=True)
-            sq = (S * S).sum(-1)
-            r2 = torch.baddbmm(sq[:, :, None] + sq[:, None, :], S, S.mT, alpha=-2.0).clamp_min(0.0)
+            T = A / ell
+            T = T - T.detach().mean(1, keepdim=True)
+            sq = (T * T).sum(-1)
+            r2 = torch.baddbmm(sq[:, :, None] + sq[:, None, :], T, T.mT, alpha=-2.0).clamp_min(0.0)
             r2 = r2 * (1.0 - torch.eye(A.shape[1], dtype=A.dtype, device=A.device))
             return base.value("variance") * base.profile(r2)
-        return torch.stack([base.K(a) for a in A]) if A.shape[0] else A.new_zeros(0, A.shape[1], A.shape[1])
+        if A.shape[0] == 0:
+            return A.new_zeros(0, A.shape[1], A.shape[1])
+        return torch.stack([base.K(a) for a in A])
 
     # -- data-based starting values -------------------------------------------------------
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
@@ -192,7 +226,8 @@ class Convolutional(Kernel):
     def config(self) -> dict[str, Any]:
         return {"type": type(self).__name__, "base": self.base_kernel.config(),
                 "args": {"image_shape": list(self.image_shape), "patch_shape": list(self.patch_shape),
-                         "weighted": self.weighted, "channels": self.channels}}
+                         "weighted": self.weighted, "channels": self.channels,
+                         "multichannel": self.multichannel}}
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Convolutional:
@@ -201,6 +236,7 @@ class Convolutional(Kernel):
     def __repr__(self) -> str:
         (H, W), (h, w) = self.image_shape, self.patch_shape
         kind = "weighted" if self.weighted else "invariant"
+        kind += ", multi-channel" if self.multichannel else ""
         return (f"Convolutional({self.base_kernel!r}, image {H}×{W}×{self.channels}, "
                 f"patch {h}×{w}, {kind})")
 

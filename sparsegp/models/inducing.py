@@ -12,7 +12,7 @@ from torch import Tensor
 from .. import covariances as cov
 from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
-from ..features.patches import InducingPatches
+from ..features.patches import InducingPatches, MultiChannelPatches
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel, Sum
 from ..kernels.convolutional import Convolutional
@@ -64,7 +64,8 @@ def default_feature(kernel: Kernel, X: Tensor, M: int, method: str, seed: int) -
     kernel; for a sum with a convolutional part, a separate set of M for every part
     (van der Wilk 2018, §5.7.2); inducing points otherwise."""
     if isinstance(kernel, Convolutional):
-        return InducingPatches.from_data(X, M, seed=seed, method=method, kernel=kernel)
+        cls = MultiChannelPatches if kernel.multichannel else InducingPatches
+        return cls.from_data(X, M, seed=seed, method=method, kernel=kernel)
     if isinstance(kernel, Sum) and any(isinstance(k, Convolutional) for k in kernel.kernels):
         return Stacked([default_feature(k, X, M, method, seed) for k in kernel.kernels])
     return InducingPoints.from_data(X, M, seed=seed, method=method)

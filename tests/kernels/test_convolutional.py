@@ -32,11 +32,12 @@ def kg(base, a: np.ndarray, b: np.ndarray) -> float:
         return float(base.K(t(a), t(b)))
 
 
-def loop_kff(kernel, x, x2, weights) -> float:
+def loop_kff(kernel, x, x2, weights, same_channel_only: bool = False) -> float:
     pa = loop_patches(x, H, W, C, h, w)
     pb = loop_patches(x2, H, W, C, h, w)
     return sum(weights[q] * weights[r] * kg(kernel.base_kernel, a, b)
-               for (q, a), (r, b) in itertools.product(enumerate(pa), enumerate(pb)))
+               for (q, a), (r, b) in itertools.product(enumerate(pa), enumerate(pb))
+               if not same_channel_only or q % C == r % C)  # q = p·C + c
 
 
 def loop_kuf(kernel, z, x, weights) -> float:
@@ -222,3 +223,59 @@ def test_vfe_with_every_patch_as_inducing_equals_the_exact_gp():
     # with half of the patches the bound is strictly lower (the test can fail)
     m = sg.SGPR(X, y, kernel=k, noise_variance=0.3, inducing_points=sg.features.InducingPatches(allp[::2]))
     assert m.log_marginal_likelihood() < exact.log_marginal_likelihood() - 1e-3
+
+
+def test_multichannel_kernel_and_covariances_equal_the_loop(weighted_kernel):
+    """§5.8, eq. 5.61–5.62: independent g_c per channel, u_cm = g_c(z_m)."""
+    k = sg.kernels.Convolutional(weighted_kernel.base_kernel, image_shape=(H, W), patch_shape=(h, w),
+                                 weighted=True, channels=C, multichannel=True,
+                                 weights=weighted_kernel.weights.detach())
+    wts = k.weights.detach().numpy()
+    rng = np.random.default_rng(14)
+    X, Z = rng.random((4, H * W * C)), rng.random((3, h * w))
+    feat = sg.features.MultiChannelPatches(Z, channels=C)
+    with torch.no_grad():
+        Kx = k.K(torch.as_tensor(X)).numpy()
+        kd = k.K_diag(torch.as_tensor(X)).numpy()
+        kuf = cov.Kuf(feat, k, torch.as_tensor(X)).numpy()
+        kuu = cov.Kuu(feat, k).numpy()
+    ref = np.array([[loop_kff(k, a, b, wts, same_channel_only=True) for b in X] for a in X])
+    np.testing.assert_allclose(Kx, ref, rtol=1e-12)
+    np.testing.assert_allclose(kd, ref.diagonal(), rtol=1e-12)
+    patches = [loop_patches(x, H, W, C, h, w) for x in X]
+    ref_kuf = np.array([[sum(wts[q] * kg(k.base_kernel, z, a) for q, a in enumerate(patches[n])
+                             if q % C == c) for n in range(len(X))] for c in range(C) for z in Z])
+    np.testing.assert_allclose(kuf, ref_kuf, rtol=1e-12)
+    block = np.array([[kg(k.base_kernel, a, b) for b in Z] for a in Z])
+    np.testing.assert_allclose(kuu, np.kron(np.eye(C), block), rtol=1e-12)
+    assert feat.num_inducing == 3 * C and cov.width(feat, k) == 3 * k.num_patches
+    # it differs from the baseline kernel, which also pairs patches across channels
+    base = sg.kernels.Convolutional(k.base_kernel, image_shape=(H, W), patch_shape=(h, w),
+                                    weighted=True, channels=C, weights=wts)
+    with torch.no_grad():
+        assert not np.allclose(base.K_diag(torch.as_tensor(X)).numpy(), kd, rtol=1e-3)
+    with pytest.raises(ValueError, match="MultiChannelPatches"):
+        cov.Kuu(feat, base)
+    with pytest.raises(ValueError, match="MultiChannelPatches"):
+        cov.Kuu(sg.features.InducingPatches(Z), k)
+
+
+def test_multichannel_vfe_with_every_patch_equals_the_exact_gp(tmp_path):
+    rng = np.random.default_rng(15)
+    X = (rng.random((40, 4 * 4 * 2)) > 0.5).astype(float)
+    y = X[:, ::2].sum(1) - X[:, 1::2].sum(1) + 0.1 * rng.normal(size=40)
+    allp = np.array(list(itertools.product([0.0, 1.0], repeat=4)))
+    k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(lengthscale=1.3, variance=0.2),
+                                 image_shape=(4, 4), patch_shape=(2, 2), channels=2,
+                                 multichannel=True)
+    exact = sg.GPR(X, y, kernel=k, noise_variance=0.3)
+    m = sg.SGPR(X, y, kernel=k, noise_variance=0.3, jitter=1e-12,
+                inducing_points=sg.features.MultiChannelPatches(allp, channels=2))
+    assert m.num_inducing == 32
+    assert m.log_marginal_likelihood() == pytest.approx(exact.log_marginal_likelihood(), abs=1e-7)
+    m.save(tmp_path / "m.pt")
+    back = sg.load(tmp_path / "m.pt")
+    assert back.kernel.multichannel and back.feature.channels == 2
+    np.testing.assert_array_equal(back.predict(X[:3])[1], m.predict(X[:3])[1])
+    default = sg.SGPR(X, y, kernel=k, noise_variance=0.3, inducing_points=5)
+    assert isinstance(default.feature, sg.features.MultiChannelPatches) and default.num_inducing == 10
