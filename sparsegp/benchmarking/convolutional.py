@@ -211,6 +211,11 @@ def worker(spec: dict) -> dict:
             "above_baseline_bytes": memory}
 
 
+def _figure(x: float) -> str:
+    """Three significant figures (whole numbers from 100 up)."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def format_results(rows: list[dict]) -> str:
     lines = ["| image | patch | kernel | M | B | set-up | s / step | images / s | × sparsegp "
              "| GFLOP/s counted | of GEMM rate | memory above baseline GB |",
@@ -225,8 +230,9 @@ def format_results(rows: list[dict]) -> str:
             lines.append(f"{head} {r.get('skipped') or 'failed: ' + r.get('error', '')} | | | | | |")
             continue
         ratio = r["seconds"] / base.get(tuple(r[k] for k in key), math.nan)
-        lines.append(f"{head} {r['seconds']:.3f} | {r['images_per_second']:,.0f} | {ratio:.2f} | "
-                     f"{r['gflops']:.2f} | {r['fraction']:.1%} | {_gb(r['above_baseline_bytes'])} |")
+        lines.append(f"{head} {r['seconds']:.3f} | {_figure(r['images_per_second'])} | {ratio:.2f} | "
+                     f"{_figure(r['gflops'])} | {_figure(100 * r['fraction'])}% | "
+                     f"{_gb(r['above_baseline_bytes'])} |")
     return "\n".join(lines)
 
 

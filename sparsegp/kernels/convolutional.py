@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ..config import CHUNK_MEMORY_BYTES
 from .base import Kernel, kernel_from_config
-from .stationary import RadialKernel
+from .stationary import RadialKernel, scaled_squared_distance
 
 
 def _pair(value: Any, name: str) -> tuple[int, int]:
@@ -198,12 +198,7 @@ class Convolutional(Kernel):
         """k_g between the patches of each image. Shapes: A [n, S, d] -> [n, S, S]."""
         base = self.base_kernel
         if isinstance(base, RadialKernel):  # batched: one bmm for the block
-            ell = base._checked_lengthscale(A[0], None)
-            T = A / ell
-            T = T - T.detach().mean(1, keepdim=True)
-            sq = (T * T).sum(-1)
-            r2 = torch.baddbmm(sq[:, :, None] + sq[:, None, :], T, T.mT, alpha=-2.0).clamp_min(0.0)
-            r2 = r2 * (1.0 - torch.eye(A.shape[1], dtype=A.dtype, device=A.device))
+            r2 = scaled_squared_distance(A, None, base._checked_lengthscale(A[0], None))
             return base.value("variance") * base.profile(r2)
         if A.shape[0] == 0:
             return A.new_zeros(0, A.shape[1], A.shape[1])

@@ -20,17 +20,19 @@ from .base import Kernel, as_inputs
 
 
 def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -> Tensor:
-    """‖(x − x')/ℓ‖² for every pair. Shapes: X [N, D], X2 [N2, D], ℓ [] or [D] -> [N, N2]."""
+    """‖(x − x')/ℓ‖² for every pair. Shapes: X [N, D], X2 [N2, D], ℓ [] or [D] -> [N, N2];
+    also batched: X [B, N, D], X2 [B, N2, D] -> [B, N, N2]."""
     Xs = X / lengthscale
     X2s = Xs if X2 is None else X2 / lengthscale
-    centre = X2s.detach().mean(0)
+    centre = X2s.detach().mean(-2, keepdim=True)
     Xs = Xs - centre
     X2s = Xs if X2 is None else X2s - centre
     sq = (Xs * Xs).sum(-1)
     sq2 = sq if X2 is None else (X2s * X2s).sum(-1)
-    r2 = torch.addmm(sq[:, None] + sq2[None, :], Xs, X2s.mT, alpha=-2.0).clamp_min(0.0)
+    product = torch.addmm if Xs.dim() == 2 else torch.baddbmm
+    r2 = product(sq[..., :, None] + sq2[..., None, :], Xs, X2s.mT, alpha=-2.0).clamp_min(0.0)
     if X2 is None:
-        r2.fill_diagonal_(0.0)
+        r2.diagonal(dim1=-2, dim2=-1).zero_()
     return r2
 
 
