@@ -46,3 +46,25 @@ def test_fit_on_the_gpu_and_float32_compute():
     _, g32 = pair("fitc", None, compute_dtype=torch.float32)
     c64, _ = pair("fitc", None)
     assert g32.training_loss().item() == pytest.approx(c64.training_loss().item(), rel=1e-5)
+
+
+def test_convolutional_svgp_matches_the_cpu():
+    """Multi-class SVGP with a weighted convolutional kernel plus an SE part on separate
+    inducing sets: the ELBO, its gradient and predictions on the GPU equal the CPU's."""
+    rng = np.random.default_rng(0)
+    X, labels = rng.random((60, 64)), rng.integers(0, 3, 60)
+
+    def make():
+        k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(8, 8),
+                                     patch_shape=(3, 3), weighted=True) + sg.kernels.SquaredExponential()
+        return sg.SVGP(X, labels, kernel=k, inducing_points=6, seed=1,
+                       likelihood=sg.likelihoods.MultiClass(3, link="robustmax"))
+
+    cpu, gpu = make(), make().to("cuda")
+    lc, lg = cpu.training_loss(), gpu.training_loss()
+    assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
+    for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
+                    torch.autograd.grad(lg, list(gpu.parameters()))):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(gpu.predict_proba(X), cpu.predict_proba(X), rtol=1e-9, atol=1e-12)
+    assert gpu.fit(batch_size=20, epochs=2, progress=False).iterations > 0
