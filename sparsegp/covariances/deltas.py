@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..checkpointing import blocked
 from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.deltas import SumOfDeltas
 from ..kernels.base import Kernel
@@ -38,44 +39,9 @@ def _kuu_rows(points: Tensor, block: Tensor, w: Tensor, w_block: Tensor, kernel:
     return (Kw.reshape(b, C, -1) * w_block[:, :, None]).sum(1)
 
 
-class _BlockedKuu(torch.autograd.Function):
-    """Kuu in blocks of rows without autograd, each block recomputed under autograd in the
-    backward pass (gradient checkpointing by hand): memory O(rows·C·M·C + M²)."""
-
-    @staticmethod
-    def forward(ctx, feature: SumOfDeltas, kernel: Kernel, rows: int,  # type: ignore[override]
-                *inputs: Tensor) -> Tensor:
-        ctx.feature, ctx.kernel, ctx.rows = feature, kernel, rows
-        return _blocks(feature, kernel, rows)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, gK: Tensor) -> tuple[Tensor | None, ...]:
-        feature, kernel, rows = ctx.feature, ctx.kernel, ctx.rows
-        inputs = _inputs(feature, kernel)
-        grads: list[Tensor | None] = [None] * len(inputs)
-        for i in range(0, feature.num_inducing, rows):
-            with torch.enable_grad():
-                part = torch.autograd.grad(_block(feature, kernel, i, rows), inputs,
-                                           gK[i:i + rows], allow_unused=True)
-            grads = [g if h is None else (h if g is None else g + h) for g, h in zip(grads, part)]
-        return (None, None, None, *grads)
-
-
-def _blocks(feature: SumOfDeltas, kernel: Kernel, rows: int) -> Tensor:
-    """Kuu block by block, without autograd."""
-    with torch.no_grad():
-        return torch.cat([_block(feature, kernel, i, rows)
-                          for i in range(0, feature.num_inducing, rows)], 0)
-
-
 def _block(feature: SumOfDeltas, kernel: Kernel, i: int, rows: int) -> Tensor:
     w = feature.weights
     return _kuu_rows(feature.points(), feature.Z[i:i + rows], w, w[i:i + rows], kernel)
-
-
-def _inputs(feature: SumOfDeltas, kernel: Kernel) -> tuple[Tensor, ...]:
-    return tuple(p for p in (*feature.parameters(), *kernel.parameters()) if p.requires_grad)
 
 
 @register("Kuu", SumOfDeltas, Kernel, kernel_subclasses=True)
@@ -86,11 +52,8 @@ def _kuu(feature: SumOfDeltas, kernel: Kernel) -> Tensor:
     rows = max(1, CHUNK_MEMORY_BYTES // (CHUNK_TEMPORARIES * Z.element_size() * C * M * C))
     if rows >= M:
         return _block(feature, kernel, 0, M)
-    inputs = _inputs(feature, kernel)
-    if torch.is_grad_enabled() and inputs:
-        K = _BlockedKuu.apply(feature, kernel, rows, *inputs)
-    else:
-        K = _blocks(feature, kernel, rows)
+    K = blocked(lambda i: _block(feature, kernel, i, rows), range(0, M, rows), 0,
+                (*feature.parameters(), *kernel.parameters()))
     return 0.5 * (K + K.mT)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checkpointing import blocked
 from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.patches import InducingPatches, MultiChannelPatches
 from ..kernels.convolutional import Convolutional
@@ -49,13 +50,18 @@ def _kuf_patches(feature: InducingPatches, kernel: Convolutional, X: Tensor) -> 
     _checked(feature, kernel)
     Z, Q = feature.Z, kernel.num_patches
     rows = max(1, CHUNK_MEMORY_BYTES // (CHUNK_TEMPORARIES * Z.element_size() * Q * Z.shape[0]))
-    blocks = []
-    for i in range(0, X.shape[0], rows):
+
+    def columns(i: int) -> Tensor:  # [G·M, B]
         A = kernel.grouped_patches(X[i:i + rows])  # [B, G, S, d]
         B, G, S, d = A.shape
         Kg = kernel.base_kernel.K(A.reshape(-1, d), Z).reshape(B, G, S, -1)  # [B, G, S, M]
-        blocks.append(kernel.weighted_sum(Kg, 2).reshape(B, -1).mT)  # [G·M, B]
-    return blocks[0] if len(blocks) == 1 else torch.cat(blocks, 1)
+        return kernel.weighted_sum(Kg, 2).reshape(B, -1).mT
+
+    if X.shape[0] == 0:
+        return Z.new_zeros(feature.num_inducing, 0)
+    # one block's M·Q kernel values alive at a time, in the backward pass too
+    return blocked(columns, range(0, X.shape[0], rows), 1,
+                   (*feature.parameters(), *kernel.parameters(), X))
 
 
 @register("width", InducingPatches, Convolutional)

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..checkpointing import blocked
 from ..config import CHUNK_MEMORY_BYTES
 from .base import Kernel, kernel_from_config
 from .stationary import RadialKernel, scaled_squared_distance
@@ -166,33 +167,44 @@ class Convolutional(Kernel):
         return (K * w.to(K.dtype).reshape(shape)).sum(dim)
 
     # -- covariances ----------------------------------------------------------------------
+    # Blocks of images are evaluated by `checkpointing.blocked`: the Q² base-kernel values per
+    # pair of images are never all alive, in the forward or the backward pass.
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        A = self.grouped_patches(X)
-        B = A if X2 is None else self.grouped_patches(self.check_images(X2, "X2"))
-        N, G, S, d = A.shape
-        rows = max(1, int(math.sqrt(_budget_elements(A) / (G * S * S))))  # rows² G S² ≤ budget
-        out = []
-        for i in range(0, N, rows):
-            line = []
-            for j in range(0, B.shape[0], rows):
-                a, b = A[i:i + rows].transpose(0, 1), B[j:j + rows].transpose(0, 1)  # [G, n, S, d]
-                Kg = torch.stack([self.base_kernel.K(a[g].reshape(-1, d), b[g].reshape(-1, d))
-                                  for g in range(G)])  # [G, n·S, n2·S]
-                Kg = Kg.reshape(G, a.shape[1], S, b.shape[1], S).transpose(0, 1)  # [n, G, S, n2, S]
-                line.append(self.weighted_sum(self.weighted_sum(Kg, 4), 2).sum(1))  # [n, n2]
-            out.append(torch.cat(line, 1))
-        return torch.cat(out, 0)
+        X2 = X if X2 is None else self.check_images(X2, "X2")
+        N, N2 = self.check_images(X).shape[0], X2.shape[0]
+        rows = max(1, int(math.sqrt(_budget_elements(X) * self.groups / self.num_patches**2)))
+        inputs = (*self.parameters(), X, X2)
+
+        def pair(i: int, j: int) -> Tensor:  # [n, n2]
+            a = self.grouped_patches(X[i:i + rows]).transpose(0, 1)  # [G, n, S, d]
+            b = self.grouped_patches(X2[j:j + rows]).transpose(0, 1)
+            G, n, S, d = a.shape
+            Kg = torch.stack([self.base_kernel.K(a[g].reshape(-1, d), b[g].reshape(-1, d))
+                              for g in range(G)])  # [G, n·S, n2·S]
+            Kg = Kg.reshape(G, n, S, b.shape[1], S).transpose(0, 1)  # [n, G, S, n2, S]
+            return self.weighted_sum(self.weighted_sum(Kg, 4), 2).sum(1)
+
+        def line(i: int) -> Tensor:  # [n, N2]
+            return blocked(lambda j: pair(i, j), range(0, N2, rows), 1, inputs)
+
+        if N == 0 or N2 == 0:
+            return X.new_zeros(N, N2)
+        return blocked(line, range(0, N, rows), 0, inputs)
 
     def K_diag(self, X: Tensor) -> Tensor:
-        A = self.grouped_patches(X)
-        N, G, S, d = A.shape
-        rows = max(1, _budget_elements(A) // (G * S * S))
-        out = []
-        for i in range(0, N, rows):
-            a = A[i:i + rows]
-            Kg = self._gram(a.reshape(-1, S, d)).reshape(a.shape[0], G, S, S)
-            out.append(self.weighted_sum(self.weighted_sum(Kg, 3), 2).sum(1))
-        return torch.cat(out) if out else A.new_zeros(0)
+        N = self.check_images(X).shape[0]
+        S = self.num_patches // self.groups
+        rows = max(1, _budget_elements(X) // (self.groups * S * S))
+
+        def diag(i: int) -> Tensor:  # [n]
+            a = self.grouped_patches(X[i:i + rows])  # [n, G, S, d]
+            n, G, S, d = a.shape
+            Kg = self._gram(a.reshape(-1, S, d)).reshape(n, G, S, S)
+            return self.weighted_sum(self.weighted_sum(Kg, 3), 2).sum(1)
+
+        if N == 0:
+            return X.new_zeros(0)
+        return blocked(diag, range(0, N, rows), 0, (*self.parameters(), X))
 
     def _gram(self, A: Tensor) -> Tensor:
         """k_g between the patches of each image. Shapes: A [n, S, d] -> [n, S, S]."""
