@@ -54,7 +54,7 @@ def _kuf_patches(feature: InducingPatches, kernel: Convolutional, X: Tensor) -> 
     def columns(i: int) -> Tensor:  # [G·M, B]
         A = kernel.grouped_patches(X[i:i + rows])  # [B, G, S, d]
         B, G, S, d = A.shape
-        Kg = kernel.base_kernel.K(A.reshape(-1, d), Z).reshape(B, G, S, -1)  # [B, G, S, M]
+        Kg = kernel.base_values(A.reshape(-1, d), Z).reshape(B, G, S, -1)  # [B, G, S, M]
         return kernel.weighted_sum(Kg, 2).reshape(B, -1).mT
 
     if X.shape[0] == 0:

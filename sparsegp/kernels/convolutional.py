@@ -29,7 +29,12 @@ from torch import Tensor
 from ..checkpointing import blocked
 from ..config import CHUNK_MEMORY_BYTES
 from .base import Kernel, kernel_from_config
-from .stationary import RadialKernel, scaled_squared_distance
+from .stationary import (
+    RadialKernel,
+    SquaredExponential,
+    scaled_squared_distance,
+    squared_exponential_exp,
+)
 
 
 def _pair(value: Any, name: str) -> tuple[int, int]:
@@ -162,9 +167,13 @@ class Convolutional(Kernel):
         w = self.grouped_weights()
         if w is None:
             return K.sum(dim)
+        w = w.to(K.dtype)
+        if dim == K.dim() - 2 and K.dim() >= 4:  # [n, G, …, S, L]: one batched product
+            shape = [1, w.shape[0], *[1] * (K.dim() - 4), 1, w.shape[1]]
+            return (w.reshape(shape) @ K).squeeze(-2)
         shape = [1] * K.dim()
         shape[1], shape[dim] = w.shape
-        return (K * w.to(K.dtype).reshape(shape)).sum(dim)
+        return (K * w.reshape(shape)).sum(dim)
 
     # -- covariances ----------------------------------------------------------------------
     # Blocks of images are evaluated by `checkpointing.blocked`: the Q² base-kernel values per
@@ -200,7 +209,7 @@ class Convolutional(Kernel):
             a = self.grouped_patches(X[i:i + rows])  # [n, G, S, d]
             n, G, S, d = a.shape
             Kg = self._gram(a.reshape(-1, S, d)).reshape(n, G, S, S)
-            return self.weighted_sum(self.weighted_sum(Kg, 3), 2).sum(1)
+            return self.weighted_sum(self.weighted_sum(Kg, 2), 2).sum(1)
 
         if N == 0:
             return X.new_zeros(0)
@@ -209,12 +218,24 @@ class Convolutional(Kernel):
     def _gram(self, A: Tensor) -> Tensor:
         """k_g between the patches of each image. Shapes: A [n, S, d] -> [n, S, S]."""
         base = self.base_kernel
+        if type(base) is SquaredExponential:  # one bmm and one exp pass for the block
+            ell = base._checked_lengthscale(A[0], None)
+            return squared_exponential_exp(A, A, ell, base.value("variance"))
         if isinstance(base, RadialKernel):  # batched: one bmm for the block
             r2 = scaled_squared_distance(A, None, base._checked_lengthscale(A[0], None))
             return base.value("variance") * base.profile(r2)
         if A.shape[0] == 0:
             return A.new_zeros(0, A.shape[1], A.shape[1])
         return torch.stack([base.K(a) for a in A])
+
+    def base_values(self, A: Tensor, Z: Tensor) -> Tensor:
+        """k_g(a, z) for patches A [n, d] against patches Z [M, d] -> [n, M] (the fused
+        squared-exponential evaluation where k_g is one)."""
+        base = self.base_kernel
+        if type(base) is SquaredExponential:
+            ell = base._checked_lengthscale(A, Z)
+            return squared_exponential_exp(A, Z, ell, base.value("variance"))
+        return base.K(A, Z)
 
     # -- data-based starting values -------------------------------------------------------
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
