@@ -35,7 +35,10 @@ class WhitenedGaussian(NamedTuple):
         if self.precision:
             return torch.linalg.solve_triangular(root, A.expand(root.shape[0], *A.shape),
                                                  upper=False)
-        return root.mT @ A
+        # bmm of views rather than `root.mT @ A`, which torch folds into one product over a
+        # contiguous copy of Rᵀ that autograd keeps per call (C·M² per chunk: 18 GB over 100
+        # chunks at C = 10, M = 1500)
+        return torch.bmm(root.mT, A.expand(root.shape[0], *A.shape))
 
     @property
     def covariance(self) -> Tensor:

@@ -92,3 +92,34 @@ def test_folded_form_for_prediction_equals_the_per_point_form(kind):
         kff = Kff if full else torch.diagonal(Kff)
         for a, b in zip(folded_conditional(Kuf, kff, f, full), conditional(A, kff, q, full)):
             torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_root_products_keep_no_copy_of_the_root_per_chunk():
+    """Over many chunks, autograd must keep the [C, M, M] root once, not a contiguous copy of
+    its transpose per chunk (torch folds `root.mT @ A` into one product over such a copy)."""
+    C, M, B = 4, 300, 10
+    root = torch.randn(C, M, M, dtype=torch.float64).tril().requires_grad_()
+    q = WhitenedGaussian(torch.zeros(M, C, dtype=torch.float64), root)
+    A = torch.randn(M, B, dtype=torch.float64, requires_grad=True)
+    out = q.root_t_times(A)
+    saved = [t for t in _saved_tensors(out.grad_fn) if t.numel() >= M * M]
+    assert all(t.untyped_storage().data_ptr() == root.untyped_storage().data_ptr() for t in saved)
+    expected = root.detach().mT @ A.detach()
+    torch.testing.assert_close(out.detach(), expected.expand(C, M, B), rtol=1e-13, atol=1e-13)
+
+
+def _saved_tensors(fn) -> list:
+    """Tensors an autograd node (and the nodes it feeds from) saved for the backward pass."""
+    found, todo, seen = [], [fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for name in dir(node):
+            if name.startswith("_saved_"):
+                value = getattr(node, name)
+                if isinstance(value, torch.Tensor):
+                    found.append(value)
+        todo.extend(n for n, _ in node.next_functions)
+    return found
