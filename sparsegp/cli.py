@@ -85,15 +85,17 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .benchmarking import interdomain, speed
+    from .benchmarking import convolutional, interdomain, speed
 
-    return {"speed": speed, "interdomain": interdomain}[args.which].main(args.args)
+    benches = {"speed": speed, "interdomain": interdomain, "conv": convolutional}
+    return benches[args.which].main(args.args)
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from .experiments import bauer2016, vdw2018_interdomain
+    from .experiments import bauer2016, vdw2018_conv, vdw2018_interdomain
 
-    runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain}[args.which]
+    runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
+              "vdw2018-conv": vdw2018_conv}[args.which]
     return runner.main(args.args)
 
 
@@ -135,14 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(run=_predict)
 
     b = sub.add_parser("bench", help="benchmarks: `sparsegp bench speed --help`, "
-                       "`sparsegp bench interdomain --help`")
-    b.add_argument("which", choices=["speed", "interdomain"])
+                       "`sparsegp bench interdomain --help`, `sparsegp bench conv --help`")
+    b.add_argument("which", choices=["speed", "interdomain", "conv"])
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)
 
     x = sub.add_parser("experiment", help="paper reproductions: `sparsegp experiment bauer2016 "
-                       "--help`, `sparsegp experiment vdw2018-interdomain --help`")
-    x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain"])
+                       "--help`, `sparsegp experiment vdw2018-interdomain --help`, "
+                       "`sparsegp experiment vdw2018-conv --help`")
+    x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv"])
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
     return p

@@ -98,7 +98,6 @@ class Model(Registered, Parameterised, ABC):
         dtype = model_dtype(X, y, dtype)
         device = model_device(X, y)
         X = as_inputs(X, "X", dtype=dtype, device=device).to(PARAMETER_DTYPE)
-        problems = [] if standardize_X else input_scale_problems(X)
         # With data sharded over processes, moments and counts are those of all shards.
         x_mean, x_std = self._moments(X)
         x_shift = x_mean if standardize_X else torch.zeros_like(x_mean)
@@ -106,6 +105,10 @@ class Model(Registered, Parameterised, ABC):
         X = (X - x_shift) / x_scale
         num_data = int(global_sum(X.shape[0], X)) if self.shards_data else X.shape[0]
         config, parts = self._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
+        # Per-column scale advice does not apply where the kernel fixes what each column means
+        # (image pixels shared by every patch position refuse standardize_X).
+        fixed = getattr(parts.get("kernel"), "input_dim", None) is not None
+        problems = [] if standardize_X or fixed else input_scale_problems(X)
         y, target_buffers, target_config = self._prepare_targets(y, X.shape[0], device, parts,
                                                                  **arguments)
         config.update(target_config, dtype=str(dtype).replace("torch.", ""),

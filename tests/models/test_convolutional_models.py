@@ -171,3 +171,18 @@ def test_a_minibatch_step_keeps_one_block_of_patch_kernel_values_alive():
     out = subprocess.run([sys.executable, "-c", CONV_PEAK], capture_output=True, text=True, check=True)
     growth = int(out.stdout.strip().splitlines()[-1])
     assert growth < 512 * 2**20, f"peak memory grew by {growth / 2**20:.0f} MB"
+
+
+def test_images_with_blank_borders_get_no_advice_the_kernel_refuses():
+    """Constant border pixels would trigger the per-column scale check, whose advice
+    (standardize_X=True) a convolutional kernel refuses: no ScaleWarning for such kernels."""
+    import warnings
+
+    X, y = images(30, 7)
+    X = np.pad(X.reshape(30, 4, 4), ((0, 0), (1, 1), (1, 1))).reshape(30, 36) * 1e-3  # blank border
+    k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(6, 6), patch_shape=(2, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ScaleWarning)
+        sg.SGPR(X, y, kernel=k, inducing_points=4)
+    with pytest.warns(sg.ScaleWarning, match="standardize_X"):  # a plain kernel still warns
+        sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(), inducing_points=4)
