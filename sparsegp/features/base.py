@@ -22,6 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from ..config import PARAMETER_DTYPE
@@ -86,6 +87,33 @@ class InducingFeature(Registered, Parameterised, ABC):
 
     def extra_repr(self) -> str:
         return f"M={self.num_inducing}, D={self.input_dim}"
+
+
+class PointSet(InducingFeature):
+    """Base of the features defined by one trainable set of points Z [M, D]: inducing points
+    (in input space) and inducing patches (in patch space). Storage, sizes and config."""
+
+    #: What Z is called in error messages.
+    points_name = "inducing points"
+
+    def __init__(self, Z: Any) -> None:
+        super().__init__()
+        self._add_free("Z", checked_array(Z, self.points_name, 2))
+
+    @property
+    def num_inducing(self) -> int:
+        return self.Z.shape[0]
+
+    @property
+    def input_dim(self) -> int:
+        return self.Z.shape[1]
+
+    def config(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "args": {"shape": list(self.Z.shape)}}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> PointSet:
+        return cls(torch.zeros(cfg["args"]["shape"], dtype=PARAMETER_DTYPE))
 
 
 def checked_array(value: Any, name: str, ndim: int) -> Tensor:

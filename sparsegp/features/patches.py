@@ -8,37 +8,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .base import InducingFeature, checked_array
+from .base import PointSet
 from .initialisation import initial_inducing_inputs
 
 #: Patches that k-means++ sees at most when choosing inducing patches from data.
 MAX_PATCHES_FOR_INIT = 100_000
 
 
-class InducingPatches(InducingFeature):
+class InducingPatches(PointSet):
     """Inducing patches Z [M, h·w], a trainable parameter living in patch space, not image
-    space: u_m = g(z_m). Pair it with `kernels.Convolutional` (the only registered kernel):
+    space: u_m = g(z_m); `input_dim` is h·w (the kernel fixes the dimension of the images).
+    Pair it with `kernels.Convolutional` (the only registered kernel):
     Kuu = k_g(Z, Z), Kuf[m, n] = Σ_q w_q k_g(z_m, x_n^[q])."""
 
-    def __init__(self, Z: Any) -> None:
-        super().__init__()
-        self._add_free("Z", checked_array(Z, "inducing patches", 2))
-
-    @property
-    def num_inducing(self) -> int:
-        return self.Z.shape[0]
-
-    @property
-    def input_dim(self) -> int:
-        """h·w: the dimension of patches (the kernel fixes the dimension of the images)."""
-        return self.Z.shape[1]
-
-    def config(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "args": {"shape": list(self.Z.shape)}}
-
-    @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> InducingPatches:
-        return cls(torch.zeros(cfg["args"]["shape"], dtype=torch.float64))
+    points_name = "inducing patches"
 
     def transformed(self, shift: Tensor, scale: Tensor) -> InducingPatches:
         raise TypeError("inducing patches are shared by every position of an image, so per-pixel "
