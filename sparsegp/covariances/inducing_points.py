@@ -8,7 +8,7 @@ from torch import Tensor
 
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
-from ..kernels.stationary import SquaredExponential
+from ..kernels.stationary import SquaredExponential, se_augmented
 from .registry import register
 from .streamed import CrossCovariance
 
@@ -47,16 +47,13 @@ class SquaredExponentialCrossCovariance(CrossCovariance):
             self.ell = ell.to(self.dtype).expand(D)
             self.var = var.to(self.dtype)
             self.Zs = (Z.to(self.dtype) - self.c) / self.ell
-            norm = torch.log(self.var) - 0.5 * (self.Zs * self.Zs).sum(-1, keepdim=True)
-            self.ZA = torch.cat([self.Zs, norm, torch.ones_like(norm)], 1)  # [M, D + 2]
+            self.ZA = se_augmented(self.Zs, torch.log(self.var))  # [M, D + 2]
 
     def _scaled(self, Xb: Tensor) -> Tensor:
         return (self._cast(Xb) - self.c) / self.ell
 
     def value(self, Xb: Tensor, out: Tensor | None = None) -> Tensor:
-        Xs = self._scaled(Xb)
-        ones = torch.ones_like(Xs[:, :1])
-        XA = torch.cat([Xs, ones, -0.5 * (Xs * Xs).sum(-1, keepdim=True)], 1)  # [B, D + 2]
+        XA = se_augmented(self._scaled(Xb))  # [B, D + 2]
         return torch.mm(self.ZA, XA.mT, out=out).exp_()
 
     def kdiag(self, Xb: Tensor) -> Tensor:

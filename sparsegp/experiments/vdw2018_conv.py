@@ -28,7 +28,6 @@ path (all kernels, checkpoints) in seconds.
 from __future__ import annotations
 
 import argparse
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,6 @@ from ..features import InducingPatches
 from ..kernels import Convolutional, SquaredExponential
 from ..likelihoods import Bernoulli, MultiClass
 from ..models import SVGP, load
-from ..validation import ScaleWarning
 from .common import DEFAULT_DATA_DIR, Section, experiment_parser, run_sections
 from .tables import Table
 from .vdw2018_conv_plots import plot_inducing_patches, plot_traces, plot_weights
@@ -120,14 +118,6 @@ def load_images(task: str, folder: Path, cfg: Config, device: torch.device) -> I
     return Images(tX, ty, tXs, tys, side, tX[a], ty[a], tXs[b], tys[b])
 
 
-def svgp(X: Any, y: Any, **options: Any) -> SVGP:
-    """An SVGP on images. Its per-column scale check (border pixels barely vary) is beside the
-    point for kernels on patches, which refuse per-column standardisation anyway."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ScaleWarning)
-        return SVGP(X, y, **options)
-
-
 def conv(images: Images, patch: int, weighted: bool) -> Convolutional:
     return Convolutional(SquaredExponential(), image_shape=images.image_shape,
                          patch_shape=(patch, patch), weighted=weighted)
@@ -142,12 +132,12 @@ def specs(task: str, cfg: Config, images: Images) -> list[Spec]:
         def rect(weighted: bool) -> Callable[[Any, Any], SVGP]:
             def build(X: Any, y: Any) -> SVGP:
                 Z = np.random.default_rng(0).uniform(size=(cfg.rect_M, 9))
-                return svgp(X, y, kernel=conv(images, 3, weighted), likelihood=Bernoulli(),
+                return SVGP(X, y, kernel=conv(images, 3, weighted), likelihood=Bernoulli(),
                             inducing_points=InducingPatches(Z))
             return build
 
         def se(X: Any, y: Any) -> SVGP:
-            model = svgp(X, y, kernel=SquaredExponential(), likelihood=Bernoulli(), inducing_points=X)
+            model = SVGP(X, y, kernel=SquaredExponential(), likelihood=Bernoulli(), inducing_points=X)
             return model.freeze("inducing_points")
 
         common = dict(segment=cfg.segment, batch=cfg.batch, lr=0.01, evals=cfg.evals,
@@ -161,7 +151,7 @@ def specs(task: str, cfg: Config, images: Images) -> list[Spec]:
             def build(X: Any, y: Any) -> SVGP:
                 k = conv(images, 5, weighted)
                 Z = InducingPatches.from_data(X, cfg.mnist01_M, method="random", kernel=k)
-                return svgp(X, y, kernel=k, likelihood=Bernoulli(), inducing_points=Z)
+                return SVGP(X, y, kernel=k, likelihood=Bernoulli(), inducing_points=Z)
             return build
 
         common = dict(steps=cfg.mnist01_steps, segment=cfg.segment, batch=cfg.batch, lr=0.01,
@@ -181,7 +171,7 @@ def specs(task: str, cfg: Config, images: Images) -> list[Spec]:
         # chunk_size: SVGP's automatic chunk (from Kuf's M·Q values per image) is 2 rows here,
         # and every chunk repeats C·M²-sized work on q(u): measured 80 s and a 20 GB peak per
         # weighted + SE step (batch 200) against 7.5 s and 1.3 GB with whole batches
-        return lambda X, y: svgp(X, y, kernel=make(), inducing_points=cfg.mnist_M,
+        return lambda X, y: SVGP(X, y, kernel=make(), inducing_points=cfg.mnist_M,
                                  inducing_init="random", chunk_size=cfg.mnist_batch,
                                  likelihood=MultiClass(10, link="robustmax"))
 

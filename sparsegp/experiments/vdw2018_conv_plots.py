@@ -15,18 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import covariances as cov
 from .plotting import new_figure, save
 
 
 def inducing_output_means(model: Any) -> np.ndarray:
     """E_q[u] [M] of a single-output model with inducing patches (u-space, not whitened v)."""
-    q_mu = model.q_mu.detach()[:, 0]
-    if not model.whiten:
-        return q_mu.cpu().numpy()
     with torch.no_grad():
-        L = cov.Kuu_cholesky(model.feature, model.kernel, model.jitter)[0]
-        return (L @ q_mu).cpu().numpy()
+        return model.posterior().q_mu[:, 0].cpu().numpy()
 
 
 def plot_inducing_patches(models: Sequence[tuple[str, Any]], path: Path, title: str) -> Path:

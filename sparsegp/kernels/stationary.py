@@ -36,19 +36,25 @@ def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -
     return r2
 
 
+def se_augmented(Xs: Tensor, log_variance: Tensor | None = None) -> Tensor:
+    """Rows of the squared exponential's augmented product on scaled, centred inputs x̃:
+    [x̃, 1, −½‖x̃‖²] (left) or, given log σ², [x̃, log σ² − ½‖x̃‖², 1] (right), so that
+    left · rightᵀ = log σ² − ½‖x̃ − x̃'‖². Shapes: Xs [..., N, D] -> [..., N, D + 2]."""
+    half = -0.5 * (Xs * Xs).sum(-1, keepdim=True)
+    ones = torch.ones_like(half)
+    if log_variance is None:
+        return torch.cat([Xs, ones, half], -1)
+    return torch.cat([Xs, log_variance + half, ones], -1)
+
+
 def squared_exponential_exp(X: Tensor, X2: Tensor, lengthscale: Tensor, variance: Tensor) -> Tensor:
-    """σ² exp(−½‖(x − x')/ℓ‖²) by one augmented product and one exp pass (no clamp, no
-    distance temporaries): with x̃ = (x − c)/ℓ for a common centre c, the exponent is
-    [x̃, 1, −½‖x̃‖²] · [x̃', log σ² − ½‖x̃'‖², 1]ᵀ. Shapes: X [..., N, D], X2 [..., N2, D]
-    -> [..., N, N2]. Values at r = 0 carry rounding of order ε‖x̃‖² (not exactly σ²): for
-    cross-covariances, not for matrices that are factorised."""
+    """σ² exp(−½‖(x − x')/ℓ‖²) by one augmented product (`se_augmented`) and one exp pass (no
+    clamp, no distance temporaries), x̃ = (x − c)/ℓ for a common centre c. Shapes:
+    X [..., N, D], X2 [..., N2, D] -> [..., N, N2]. Values at r = 0 carry rounding of order
+    ε‖x̃‖² (not exactly σ²): for cross-covariances, not for matrices that are factorised."""
     centre = X2.detach().mean(-2, keepdim=True)
     Xs, X2s = (X - centre) / lengthscale, (X2 - centre) / lengthscale
-    ones = torch.ones_like(Xs[..., :1])
-    left = torch.cat([Xs, ones, -0.5 * (Xs * Xs).sum(-1, keepdim=True)], -1)
-    right = torch.cat([X2s, torch.log(variance) - 0.5 * (X2s * X2s).sum(-1, keepdim=True),
-                       torch.ones_like(X2s[..., :1])], -1)
-    E = left @ right.mT
+    E = se_augmented(Xs) @ se_augmented(X2s, torch.log(variance)).mT
     return torch.exp(E) if torch.is_grad_enabled() else E.exp_()
 
 

@@ -30,23 +30,23 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
     if kernel.input_dim is not None and kernel.input_dim != X.shape[1]:
         raise ValueError(f"X has {X.shape[1]} columns but the kernel {type(kernel).__name__} "
                          f"requires {kernel.input_dim}")
+    identity = bool((x_shift == 0).all() and (x_scale == 1).all())
+    if kernel.input_dim is not None and not identity:
+        raise TypeError(f"the kernel {type(kernel).__name__} fixes the meaning of each input "
+                        "column (image pixels shared across patch positions), so per-column "
+                        "standardize_X=True does not apply; scale the inputs yourself")
     if inducing_points is None:
         inducing_points = min(X.shape[0], DEFAULT_NUM_INDUCING)
     if isinstance(inducing_points, InducingFeature):
         if cov.input_dim(inducing_points, kernel) != X.shape[1]:
             raise ValueError(f"the inducing feature is for inputs of dimension "
                              f"{inducing_points.input_dim} but X has {X.shape[1]} columns")
-        identity = bool((x_shift == 0).all() and (x_scale == 1).all())
         feature = inducing_points if identity else inducing_points.transformed(x_shift, x_scale)
     elif isinstance(inducing_points, bool) or (isinstance(inducing_points, numbers.Real)
                                                and not isinstance(inducing_points, numbers.Integral)):
         raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing feature "
                         f"(sparsegp.features); got {inducing_points!r}")
     elif isinstance(inducing_points, numbers.Integral):
-        if kernel.input_dim is not None and not bool((x_shift == 0).all() and (x_scale == 1).all()):
-            raise TypeError(f"the kernel {type(kernel).__name__} fixes the meaning of each input "
-                            "column (image pixels shared across patch positions), so per-column "
-                            "standardize_X=True does not apply; scale the inputs yourself")
         feature = default_feature(kernel, X, int(inducing_points), method, seed)
     else:
         if not hasattr(inducing_points, "__len__") and not hasattr(inducing_points, "shape"):
