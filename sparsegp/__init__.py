@@ -10,6 +10,7 @@ from .distributed import DistributedError  # noqa: E402
 from .features import InducingPoints  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
 from .models import GPR, SGPC, SGPR, SVGP, load  # noqa: E402
+from .partition import cluster_blocks  # noqa: E402
 from .training import FitResult  # noqa: E402
 from .validation import ScaleWarning  # noqa: E402
 from .version import __version__  # noqa: E402
@@ -18,6 +19,7 @@ from .workflows import select_inducing  # noqa: E402
 __all__ = [
     "GPR", "SGPR", "SGPC", "SVGP", "load", "kernels", "likelihoods", "datasets", "features",
     "InducingPoints",
-    "FitResult", "diagnostics", "select_inducing", "Diagnostics", "ApproximationWarning",
+    "FitResult", "diagnostics", "select_inducing", "cluster_blocks", "Diagnostics",
+    "ApproximationWarning",
     "CholeskyError", "JitterWarning", "ScaleWarning", "DistributedError", "distributed", "__version__",
 ]

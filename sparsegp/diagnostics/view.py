@@ -55,7 +55,11 @@ class RegressionView:
 
 
 def approximation_label(problem: CollapsedProblem) -> str:
-    fam = problem.fam
+    fam, blocks = problem.fam, problem.blocks
+    if blocks is not None:
+        member = "PITC" if fam.name == "fitc" else (
+            f"block PEP (α = {fam.alpha:g})" if fam.alpha is not None else "block PEP (α per block)")
+        return f"{member}, {blocks.num_blocks} blocks"
     return fam.name.upper() if fam.name != "pep" else f"PEP (α = {fam.alpha:g})"
 
 

@@ -10,8 +10,10 @@ from torch import Tensor
 
 from ..config import DEFAULT_JITTER
 from ..kernels.base import Kernel
+from ..objectives.blocks import Blocking, block_alpha, label_codes, make_blocking
 from ..objectives.collapsed import (
     CollapsedProblem,
+    Family,
     collapsed_objective,
     family,
     posterior_q,
@@ -33,6 +35,10 @@ class SGPR(InducingMixin, GPModel):
     from X by seeded k-means++, or `inducing_init="random"`), an array [M, D], or any
     registered inducing feature (`sparsegp.features`: inter-domain features such as
     `Multiscale` or `SumOfDeltas`); default min(N, 100) inducing points.
+    `blocks` (with "fitc" or "pep"): a label per data point for block Power EP, which keeps
+    Kff − Qff within each block (MATH.md §2; "fitc" with blocks is PITC); `alpha` may then
+    also be one power per block, in the order of the sorted labels. `sparsegp.cluster_blocks`
+    makes labels from the inputs. Cost O(N·M² + Σ_b |b|³), evaluated in float64.
     Shapes: X [N, D], y [N]. When a torch.distributed process group is initialised, X and y
     are this rank's shard: the objective, its gradient and the posterior are those of all
     shards, every rank starts from rank 0's initial parameters, and `fit` runs in lock-step.
@@ -48,23 +54,26 @@ class SGPR(InducingMixin, GPModel):
 
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
-        approximation: str = "vfe", alpha: float | None = None, noise_variance: Any = None, *,
-        jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
+        approximation: str = "vfe", alpha: Any = None, noise_variance: Any = None, *,
+        blocks: Any = None, jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0,
         standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          inducing_points=inducing_points, approximation=approximation,
-                         alpha=alpha, noise_variance=noise_variance, jitter=jitter,
+                         alpha=alpha, noise_variance=noise_variance, blocks=blocks, jitter=jitter,
                          chunk_size=chunk_size, compute_dtype=compute_dtype,
                          inducing_init=inducing_init, seed=seed, standardize_y=standardize_y)
 
     def _configure(self, X: Tensor, *, inducing_points: Any, approximation: str,
-                   alpha: float | None, chunk_size: int | None, compute_dtype: Any,
+                   alpha: Any, blocks: Any, chunk_size: int | None, compute_dtype: Any,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
                    **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        fam = family(approximation, alpha)
+        fam, block_config, codes = (_block_family(approximation, alpha, blocks, X.shape[0])
+                                    if blocks is not None
+                                    else (family(approximation, alpha), None, None))
         config, parts = super()._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
+        parts["block_codes"] = codes
         if compute_dtype not in (None, torch.float32, torch.float64):
             raise TypeError(f"compute_dtype must be torch.float32, torch.float64 or None; "
                             f"got {compute_dtype!r}")
@@ -75,7 +84,8 @@ class SGPR(InducingMixin, GPModel):
             raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}")
         parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
                                            inducing_init, seed)
-        config.update(approximation=fam.name, alpha=fam.alpha if fam.name == "pep" else None,
+        config.update(blocks=block_config, approximation=fam.name,
+                      alpha=fam.alpha if fam.name == "pep" else None,
                       chunk_size=None if chunk_size is None else int(chunk_size),
                       compute_dtype=None if compute_dtype is None
                       else str(compute_dtype).replace("torch.", ""))
@@ -83,7 +93,14 @@ class SGPR(InducingMixin, GPModel):
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
-        self._family = family(config["approximation"], config["alpha"])
+        blocks = config.get("blocks")
+        if blocks is None:
+            self._family, self._block_alpha = family(config["approximation"], config["alpha"]), None
+        else:
+            self._block_alpha = block_alpha(blocks["alpha"], len(blocks["labels"]))
+            self._family = _block_member(config["approximation"], self._block_alpha)
+        self.register_buffer("block_codes", parts.get("block_codes"), persistent=False)
+        self._blocking: tuple[Tensor, Blocking] | None = None
         self.chunk_size = config["chunk_size"]
         # float32 models do the N·M² work in float32 unless told otherwise
         self.compute_dtype = (_COMPUTE_DTYPES[config["compute_dtype"]]
@@ -97,7 +114,27 @@ class SGPR(InducingMixin, GPModel):
 
     @property
     def alpha(self) -> float | None:
+        """The power α (None for VFE and DTC, and for block Power EP with one α per block)."""
         return self._family.alpha
+
+    @property
+    def blocks(self) -> dict[str, list] | None:
+        """Block Power EP: {"labels": the distinct block labels, "alpha": one power per
+        block}; None for the point-wise family."""
+        b = self._config.get("blocks")
+        return None if b is None else {"labels": list(b["labels"]), "alpha": list(b["alpha"])}
+
+    def data_extras(self) -> dict[str, Tensor]:
+        """The block code of every point (block Power EP), saved with the data."""
+        return {} if self.block_codes is None else {"block_codes": self.block_codes}
+
+    def _block_partition(self) -> Blocking | None:
+        codes = self.block_codes
+        if self._block_alpha is None or codes is None:
+            return None
+        if self._blocking is None or self._blocking[0] is not codes:
+            self._blocking = (codes, make_blocking(codes, self._block_alpha.to(codes.device)))
+        return self._blocking[1]
 
     # -- objectives -----------------------------------------------------------------------
     def collapsed_problem(self) -> CollapsedProblem:
@@ -106,7 +143,7 @@ class SGPR(InducingMixin, GPModel):
         self._require_data()
         return CollapsedProblem(self.kernel, self.feature, self.X, self.y,
                                 self.value("noise_variance"), self._family, self.jitter,
-                                self.chunk_size, self.compute_dtype)
+                                self.chunk_size, self.compute_dtype, self._block_partition())
 
     def _objective(self) -> Tensor:
         return collapsed_objective(self.collapsed_problem())
@@ -123,3 +160,34 @@ class SGPR(InducingMixin, GPModel):
 
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
         return SparsePosterior.from_state(self.kernel, self.feature, saved)
+
+
+def _block_family(approximation: Any, alpha: Any, blocks: Any, n: int
+                  ) -> tuple[Family, dict[str, Any], Tensor]:
+    """Block Power EP's family member, its config entry and the block code of every point."""
+    name = approximation.lower() if isinstance(approximation, str) else approximation
+    if name not in ("fitc", "pep"):
+        raise ValueError("blocks apply to approximation='fitc' (PITC) or 'pep' (block Power "
+                         f"EP); got approximation={approximation!r}")
+    labels, codes = label_codes(blocks, n)
+    if name == "fitc":
+        family("fitc", alpha)  # validates: FITC takes no α but 1
+        alpha = 1.0
+    elif alpha is None:
+        raise ValueError("alpha is required for approximation='pep': a power in (0, 1], or "
+                         "one per block")
+    elif isinstance(alpha, bool):
+        raise TypeError(f"alpha must be a number in (0, 1] or one per block; got {alpha!r}")
+    try:
+        powers = block_alpha(alpha, len(labels))
+    except (TypeError, RuntimeError):
+        raise TypeError(f"alpha must be a number in (0, 1] or one per block; got {alpha!r}"
+                        ) from None
+    config = {"labels": labels.tolist(), "alpha": powers.tolist()}
+    return _block_member(name, powers), config, torch.as_tensor(codes, dtype=torch.long)
+
+
+def _block_member(name: str, powers: Tensor) -> Family:
+    """The family member of block Power EP: α is None when the blocks' powers differ."""
+    scalar = bool((powers == powers[0]).all())
+    return Family(name, "pep", float(powers[0]) if scalar else None)

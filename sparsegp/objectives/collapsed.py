@@ -7,7 +7,8 @@ One function evaluates every member (Bui, Yan & Turner 2017; MATH.md §2):
 with λ_n = α d_n + σ², d_n = [Kff − Qff]_nn. α = 1 is FITC (Snelson & Ghahramani 2006),
 α → 0 is VFE (Titsias 2009; its own closed form with the trace term −Σ d_n/(2σ²)), and DTC
 (Seeger et al. 2003) has Λ = σ²I and no trace term. Everything is assembled from sums of
-per-point statistics streamed over chunks of the data (`statistics.py`, `streaming.py`).
+per-point statistics streamed over chunks of the data (`statistics.py`, `streaming.py`);
+block (PITC-like) Power EP replaces the per-point sums by per-block ones (`blocks.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..covariances import cross_covariance
 from ..distributed import global_sum
 from ..kernels.base import Kernel
 from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower
+from .blocks import Blocking, BlockPowerEPStream
 from .statistics import PowerEPStream, WhitenedStream
 from .streaming import streamed_sum
 
@@ -74,7 +76,7 @@ class Statistics(NamedTuple):
     s_y: Tensor  # []    Σ β_n y_n²
     s_loglam: Tensor  # Σ log λ_n
     s_d: Tensor  # []    Σ d_n
-    s_pen: Tensor  # []  Σ log(1 + α d_n/σ²)
+    s_pen: Tensor  # []  (1−α)/α Σ log(1 + α d_n/σ²); blocks: Σ_b (1−α_b)/α_b log|I + α_b D_b/σ²|
     n: int
 
 
@@ -97,7 +99,9 @@ class CollapsedProblem(NamedTuple):
     """A collapsed objective as a value (internal units): the kernel, the inducing feature, the
     data X [N, D] and y [N], the noise variance σ² [], the family member, the relative jitter
     on Kuu, and how the N·M² work is done (`chunk_size` rows at a time, default from a memory
-    budget; `compute_dtype`, e.g. float32 on a GPU, the M×M factorisations staying float64)."""
+    budget; `compute_dtype`, e.g. float32 on a GPU, the M×M factorisations staying float64).
+    `blocks` (Power EP only) partitions the data for block / PITC Power EP (`blocks.py`;
+    evaluated in float64, whatever `compute_dtype` says)."""
 
     kernel: Kernel
     feature: object
@@ -108,6 +112,7 @@ class CollapsedProblem(NamedTuple):
     jitter: float
     chunk_size: int | None = None
     compute_dtype: torch.dtype | None = None
+    blocks: Blocking | None = None
 
 
 def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
@@ -116,6 +121,12 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
     size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype)
     n = int(global_sum(p.X.shape[0], p.X))
+    if p.blocks is not None:
+        b = p.blocks
+        stream = BlockPowerEPStream(p.feature, p.kernel, L, p.noise)
+        sums = streamed_sum(stream, p.X[b.order], p.y[b.order], b.runs(size), b.ids,
+                            b.alpha.to(L.device)[b.ids])
+        return Statistics(*sums, n=n)
     if p.fam.mode == "pep":
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype)
         return Statistics(*streamed_sum(stream, p.X, p.y, size), n=n)
@@ -150,8 +161,8 @@ def family_terms(stats: Statistics, solved: Solved, noise: Tensor, fam: Family
     complexity = -0.5 * (stats.n * LOG_2PI + solved.log_det)
     if fam.mode == "vfe":
         penalty = -0.5 * stats.s_d / noise  # Titsias' trace term
-    elif fam.mode == "pep" and fam.alpha < 1.0:
-        penalty = -0.5 * (1.0 - fam.alpha) / fam.alpha * stats.s_pen
+    elif fam.mode == "pep":
+        penalty = -0.5 * stats.s_pen  # the (1−α)/α weights are in the sum
     else:
         penalty = torch.zeros_like(data_fit)
     return data_fit, complexity, penalty

@@ -4,7 +4,7 @@
   Σ kdiag. One triangular solve and one augmented Gram product [a; yᵀ][a; yᵀ]ᵀ per chunk,
   lower triangle only.
 * `PowerEPStream` (FITC, PEP): with a = L⁻¹Kuf, d = kdiag − ‖a_n‖², λ = αd + σ², β = 1/λ:
-  A = Σ β a aᵀ, c = Σ β y a, Σ β y², Σ log λ, Σ d, Σ log(1 + αd/σ²) — one triangular
+  A = Σ β a aᵀ, c = Σ β y a, Σ β y², Σ log λ, Σ d, (1−α)/α Σ log(1 + αd/σ²) — one triangular
   solve and one augmented Gram product of [a√β; (y√β)ᵀ] per chunk.
 
 The backward passes recompute each chunk and apply the chain rule by hand (derivations in the
@@ -125,11 +125,13 @@ class WhitenedStream(Stream):
 
 
 class PowerEPStream(Stream):
-    """Σ over chunks of (A, c, s_y, s_loglam, s_d, s_pen) with λ_n = α d_n + σ²."""
+    """Σ over chunks of (A, c, s_y, s_loglam, s_d, s_pen) with λ_n = α d_n + σ² and
+    s_pen = (1−α)/α Σ log(1 + α d_n/σ²) (the penalty's weight folded in)."""
 
     def __init__(self, kuf: CrossCovariance, L: Tensor, noise: Tensor, alpha: float,
                  acc_dtype: torch.dtype) -> None:
         self.kuf, self.alpha, self.acc_dtype = kuf, alpha, acc_dtype
+        self.weight = (1.0 - alpha) / alpha  # of the penalty
         self.inputs = (*kuf.inputs, L, noise)
         self.M = kuf.num_inducing
         self.L = L.detach().to(kuf.dtype)
@@ -156,7 +158,9 @@ class PowerEPStream(Stream):
         add_gram_lower_(acc[0], AY.mul_(torch.rsqrt(lam)))
         acc[1].add_(torch.log(lam).sum().to(self.acc_dtype))
         acc[2].add_(d.sum().to(self.acc_dtype))
-        acc[3].add_(torch.log1p(self.alpha * d / self.noise).sum().to(self.acc_dtype))
+        if self.weight:
+            acc[3].add_(self.weight * torch.log1p(self.alpha * d / self.noise).sum()
+                        .to(self.acc_dtype))
 
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
         AA, M = symmetric_from_lower(acc[0]), self.M
@@ -166,7 +170,8 @@ class PowerEPStream(Stream):
     def grad_zeros(self, grads: Sequence[Tensor]) -> list:
         gA, gc, gsy, gsl, gsd, gsp = (g.to(self.kuf.dtype) for g in grads)
         self._G = torch.cat([gA + gA.mT, gc[:, None]], 1)  # [M, M + 1]
-        self._gc, self._gsy, self._gsl, self._gsd, self._gsp = gc, gsy, gsl, gsd, gsp
+        self._gc, self._gsy, self._gsl, self._gsd = gc, gsy, gsl, gsd
+        self._gsp = self.weight * gsp  # ∂/∂ Σ log(1 + αd/σ²)
         self._Sd = torch.zeros_like(self.L)  # Σ ∂d_n a_n a_nᵀ (lower triangle)
         self._gnoise = torch.zeros_like(self.noise)
         return self.kuf.grad_zeros()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -28,8 +29,9 @@ class Stream(ABC):
     """How chunks of (X, y) add to a tuple of sums, and the vector-Jacobian product of that.
 
     `inputs` are the differentiable tensors the sums depend on. `zeros()` gives the
-    accumulators, `add(acc, Xb, yb)` adds one chunk in place (under no_grad), `finish(acc)`
-    turns accumulators into outputs; `grad_chunk(gacc, Xb, yb, grads)` adds the chunk's
+    accumulators, `add(acc, Xb, yb, *extra)` adds one chunk in place (under no_grad),
+    `finish(acc)` turns accumulators into outputs; `grad_chunk(gacc, Xb, yb, *extra, grads)`
+    adds the chunk's
     contribution to the input gradients in place, and `grad_finish(gacc)` returns them.
     """
 
@@ -40,8 +42,8 @@ class Stream(ABC):
         """The accumulators, zero."""
 
     @abstractmethod
-    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
-        """Add one chunk's contribution to the accumulators, in place."""
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, *extra: Tensor) -> None:
+        """Add one chunk's contribution (and of its extra per-row tensors) in place."""
 
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
         return tuple(acc)
@@ -51,8 +53,9 @@ class Stream(ABC):
 
     @abstractmethod
     def grad_chunk(self, gacc: list[Tensor | None], Xb: Tensor, yb: Tensor,
-                   grads: Sequence[Tensor]) -> None:
-        """Add one chunk's contribution to the input gradients, in place."""
+                   *rest: Any) -> None:
+        """Add one chunk's contribution to the input gradients, in place: `rest` is the
+        chunk's extra per-row tensors (if any) and then the gradients of the sums."""
 
     def grad_finish(self, gacc: list[Tensor | None], grads: Sequence[Tensor]
                     ) -> list[Tensor | None]:
@@ -61,14 +64,14 @@ class Stream(ABC):
 
 class _StreamedSum(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, stream: Stream, X: Tensor, y: Tensor, size: int,  # type: ignore[override]
-                *inputs: Tensor) -> tuple[Tensor, ...]:
+    def forward(ctx, stream: Stream, columns: tuple[Tensor, ...],  # type: ignore[override]
+                chunks: Sequence[slice], *inputs: Tensor) -> tuple[Tensor, ...]:
         acc = stream.zeros()
-        for s in chunk_slices(X.shape[0], size):
-            stream.add(acc, X[s], y[s])
+        for s in chunks:
+            stream.add(acc, *(c[s] for c in columns))
         out = stream.finish(acc)
         distributed.all_reduce_(out, "the statistics of the objective")
-        ctx.stream, ctx.X, ctx.y, ctx.size = stream, X, y, size
+        ctx.stream, ctx.columns, ctx.chunks = stream, columns, chunks
         ctx.mark_non_differentiable(*[o for o in out if not o.is_floating_point()])
         return out
 
@@ -78,21 +81,30 @@ class _StreamedSum(torch.autograd.Function):
         stream = ctx.stream
         grads = tuple(torch.zeros_like(g) if g is None else g for g in grads)
         gacc = stream.grad_zeros(grads)
-        for s in chunk_slices(ctx.X.shape[0], ctx.size):
-            stream.grad_chunk(gacc, ctx.X[s], ctx.y[s], grads)
+        for s in ctx.chunks:
+            stream.grad_chunk(gacc, *(c[s] for c in ctx.columns), grads)
         result = stream.grad_finish(gacc, grads)
         distributed.all_reduce_([g for g in result if g is not None], "the gradient")
-        return (None, None, None, None, *result)
+        return (None, None, None, *result)
 
 
-def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunk_size: int) -> tuple[Tensor, ...]:
-    """The stream's sums over all rows of X [N, D], y [N] (all ranks when distributed)."""
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size}")
+def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[slice],
+                 *extra: Tensor) -> tuple[Tensor, ...]:
+    """The stream's sums over all rows of X [N, D], y [N] (all ranks when distributed).
+
+    `chunks` is a chunk size (consecutive chunks of that many rows) or the slices themselves
+    (e.g. runs of whole blocks). `extra` per-row tensors are sliced like X and y and passed
+    to the stream's `add` and `grad_chunk` after them.
+    """
+    if isinstance(chunks, int):
+        if chunks < 1:
+            raise ValueError(f"chunk_size must be a positive integer; got {chunks}")
+        chunks = list(chunk_slices(X.shape[0], chunks))
+    columns = (X, y, *extra)
     if torch.is_grad_enabled() and any(t.requires_grad for t in stream.inputs):
-        return _StreamedSum.apply(stream, X, y, chunk_size, *stream.inputs)
+        return _StreamedSum.apply(stream, columns, chunks, *stream.inputs)
     with torch.no_grad():
-        return _StreamedSum.forward(_NoContext(), stream, X, y, chunk_size)
+        return _StreamedSum.forward(_NoContext(), stream, columns, chunks)
 
 
 class _NoContext:
