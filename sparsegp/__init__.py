@@ -4,7 +4,7 @@ DTC, FITC, VFE and Power EP as one family (Bui, Yan & Turner 2017), with the exa
 reference and bounds that tell how good an approximation is.
 """
 
-from . import datasets, diagnostics, distributed, features, kernels, likelihoods  # noqa: E402
+from . import datasets, diagnostics, distributed, features, kernels, likelihoods, means  # noqa: E402
 from .diagnostics import ApproximationWarning, Diagnostics  # noqa: E402
 from .distributed import DistributedError  # noqa: E402
 from .features import InducingPoints  # noqa: E402
@@ -17,7 +17,7 @@ from .version import __version__  # noqa: E402
 from .workflows import select_inducing  # noqa: E402
 
 __all__ = [
-    "GPR", "SGPR", "SGPC", "SVGP", "load", "kernels", "likelihoods", "datasets", "features",
+    "GPR", "SGPR", "SGPC", "SVGP", "load", "kernels", "likelihoods", "means", "datasets", "features",
     "InducingPoints",
     "FitResult", "diagnostics", "select_inducing", "cluster_blocks", "Diagnostics",
     "ApproximationWarning",

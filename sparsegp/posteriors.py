@@ -35,6 +35,17 @@ class Posterior(ABC):
 
     kernel: Kernel
     noise_variance: Tensor
+    mean: nn.Module | None = None  # the prior mean m(x), frozen; None for zero
+
+    def _adopt_mean(self, mean: nn.Module | None) -> None:
+        self.mean = None if mean is None else frozen_copy(mean)
+
+    def _shifted(self, Xs: Tensor, mean: Tensor) -> Tensor:
+        """The predictive mean plus the prior mean at Xs ([B] or [B, C])."""
+        if self.mean is None:
+            return mean
+        m = self.mean(Xs).to(mean.dtype)
+        return mean + (m[:, None] if mean.dim() == 2 else m)
 
     @abstractmethod
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
@@ -49,11 +60,13 @@ class Posterior(ABC):
     ) -> tuple[Tensor, Tensor]:
         """Mean [N*] and variance [N*] (or covariance [N*, N*]) of the latent f*."""
         if full_cov:
-            return self._block(Xnew, True)
+            m, v = self._block(Xnew, True)
+            return self._shifted(Xnew, m), v
         size = chunk_size or self._rows_per_chunk()
         mean = var = None
         for s in chunk_slices(Xnew.shape[0], size):
             m, v = self._block(Xnew[s], False)
+            m = self._shifted(Xnew[s], m)
             if mean is None:
                 # Outputs allocated once, then filled: many small chunk results kept alive
                 # between the large temporaries fragment the heap (measured: RSS grew by one
@@ -92,7 +105,9 @@ class SparsePosterior(Posterior):
     """
 
     def __init__(self, kernel: Kernel, feature: nn.Module, L: Tensor, q: WhitenedGaussian,
-                 noise_variance: Tensor, jitter: float = 0.0) -> None:
+                 noise_variance: Tensor, jitter: float = 0.0, mean: nn.Module | None = None
+                 ) -> None:
+        self._adopt_mean(mean)
         self.kernel = frozen_copy(kernel)
         self.feature = frozen_copy(feature)
         self.L = L.detach()
@@ -136,23 +151,25 @@ class SparsePosterior(Posterior):
                 "jitter": self.jitter}
 
     @classmethod
-    def from_state(cls, kernel: Kernel, feature: nn.Module, saved: dict[str, Any]
-                   ) -> SparsePosterior:
-        """The posterior whose `state()` was `saved`."""
+    def from_state(cls, kernel: Kernel, feature: nn.Module, saved: dict[str, Any],
+                   mean: nn.Module | None = None) -> SparsePosterior:
+        """The posterior whose `state()` was `saved` (the model's prior mean, if any)."""
         q = WhitenedGaussian(saved["q_mean"], saved["q_root"], bool(saved["q_precision"]))
-        return cls(kernel, feature, saved["L"], q, saved["noise_variance"], saved["jitter"])
+        return cls(kernel, feature, saved["L"], q, saved["noise_variance"], saved["jitter"], mean)
 
 
 class ExactPosterior(Posterior):
     """p(f* | y) of the exact GP (Rasmussen & Williams 2006, eqs. 2.25–2.26):
 
-    mean = K*f (K + σ²I)⁻¹ y, cov = K** − K*f (K + σ²I)⁻¹ Kf*.
+    mean = m(X*) + K*f (K + σ²I)⁻¹ (y − m(X)), cov = K** − K*f (K + σ²I)⁻¹ Kf*
+    (a = L⁻¹(y − m(X)) with a prior mean m).
     """
 
     def __init__(
         self, kernel: Kernel, X: Tensor, L: Tensor, a: Tensor, noise_variance: Tensor,
-        jitter: float = 0.0,
+        jitter: float = 0.0, mean: nn.Module | None = None,
     ) -> None:
+        self._adopt_mean(mean)
         self.kernel = frozen_copy(kernel)
         self.X, self.L = X.detach(), L.detach()
         self.a = a.detach()  # L⁻¹y

@@ -141,10 +141,10 @@ def input_scale_problems(X: Tensor) -> list[str]:
     return problems
 
 
-def target_scale_problems(y: Tensor) -> list[str]:
-    """The same for regression targets y [N]: a spread outside `GOOD_SPREAD`, or a mean more
-    than `TARGET_OFFSET_RATIO` spreads from 0 (a zero-mean GP then spends its kernel on the
-    offset and fits the rest badly)."""
+def target_scale_problems(y: Tensor, zero_mean: bool = True) -> list[str]:
+    """The same for regression targets y [N]: a spread outside `GOOD_SPREAD`, or (for a
+    zero-mean GP) a mean more than `TARGET_OFFSET_RATIO` spreads from 0 (the GP then spends
+    its kernel on the offset and fits the rest badly)."""
     if y.shape[0] < 2:
         return []
     lo, hi = GOOD_SPREAD
@@ -153,8 +153,9 @@ def target_scale_problems(y: Tensor) -> list[str]:
     if std > 0 and not lo <= std <= hi:
         problems.append(f"y has spread {std:.3g}, far from 1: pass standardize_y=True (or "
                         "rescale y)")
-    if std > 0 and abs(mean) > TARGET_OFFSET_RATIO * std:
+    if zero_mean and std > 0 and abs(mean) > TARGET_OFFSET_RATIO * std:
         problems.append(f"y has mean {mean:.4g}, {abs(mean) / std:.3g} spreads from 0: a "
                         "zero-mean GP explains the offset with its kernel and fits the rest "
-                        "badly; pass standardize_y=True (or subtract the mean)")
+                        "badly; pass standardize_y=True or mean='constant' (or subtract the "
+                        "mean)")
     return problems

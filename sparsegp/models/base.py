@@ -35,6 +35,7 @@ from ..features.base import InducingFeature
 from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
 from ..likelihoods.base import Likelihood
+from ..means import Mean, Zero, as_mean
 from ..parameters import Parameterised
 from ..posteriors import Posterior
 from ..registry import Registered, Registry
@@ -45,7 +46,7 @@ from .persistence import save_model
 
 #: The modules a model may own, each rebuilt from its own entry of the config on `load`.
 PARTS: dict[str, Registry] = {"kernel": Kernel.registry, "feature": InducingFeature.registry,
-                              "likelihood": Likelihood.registry}
+                              "likelihood": Likelihood.registry, "mean": Mean.registry}
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -150,19 +151,21 @@ class Model(Registered, Parameterised, ABC):
         return []
 
     def _configure(self, X: Tensor, *, kernel: Kernel | None, jitter: float,
-                   x_shift: Tensor, x_scale: Tensor, **arguments: Any
+                   x_shift: Tensor, x_scale: Tensor, mean: Any = None, **arguments: Any
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Validate the arguments: (plain config, modules). Subclasses extend both."""
         if kernel is None:
             kernel = SquaredExponential(ard=True)
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
-        return {"jitter": check_jitter(jitter)}, {"kernel": kernel}
+        return {"jitter": check_jitter(jitter)}, {"kernel": kernel, "mean": as_mean(mean)}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         """Declare the structure from a config and its modules (construction and `load`)."""
         self._config = {k: v for k, v in config.items() if k not in PARTS}
         self.kernel = parts["kernel"].to(dtype=PARAMETER_DTYPE)
+        # the prior mean m(x) (models saved before means existed have none: zero)
+        self.mean = parts.get("mean", Zero()).to(dtype=PARAMETER_DTYPE)
         self._jitter = float(config["jitter"])
         self._dtype = _DTYPES[config["dtype"]]
         self._num_data = int(config["num_data"])
@@ -176,6 +179,11 @@ class Model(Registered, Parameterised, ABC):
 
     def _initialise(self, **arguments: Any) -> None:
         """Data-based starting values of the parameters the user did not give."""
+        self.mean.initialise_from_data(self.X, self.y)
+
+    def prior_mean(self) -> Mean | None:
+        """The prior mean as the objectives take it: None when it is zero."""
+        return None if isinstance(self.mean, Zero) else self.mean
 
     def _synchronise(self) -> None:
         """With sharded data, start every rank from rank 0's initial parameters."""

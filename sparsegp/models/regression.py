@@ -12,6 +12,7 @@ from torch import Tensor
 from ..config import NOISE_FLOOR, PARAMETER_DTYPE
 from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
 from ..distributed import is_distributed
+from ..means import Zero, as_mean
 from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value
 from ..training import FitResult
@@ -36,8 +37,11 @@ class GPModel(Model):
         return (y - shift) / scale, {"y_shift": shift, "y_scale": scale}, {}
 
     def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *,
-                               standardize_y: bool = False, **arguments: Any) -> list[str]:
-        return [] if standardize_y else target_scale_problems(y)
+                               standardize_y: bool = False, mean: Any = None, **arguments: Any
+                               ) -> list[str]:
+        # a prior mean other than zero takes the offset (None and Zero() leave it to the GP)
+        zero_mean = isinstance(as_mean(mean), Zero)
+        return [] if standardize_y else target_scale_problems(y, zero_mean)
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
@@ -47,7 +51,8 @@ class GPModel(Model):
 
     def _initialise(self, *, noise_variance: Any = None, **arguments: Any) -> None:
         super()._initialise(**arguments)
-        sv = signal_variance(self.y)
+        with torch.no_grad():
+            sv = signal_variance(self.y - self.mean(self.X))
         self.kernel.initialise_from_data(self.X, sv)
         self.set_value("noise_variance",
                        sv / 10.0 if noise_variance is None else self._noise_to_internal(noise_variance))
@@ -98,10 +103,15 @@ class GPModel(Model):
     def diagnostic_view(self) -> RegressionView:
         """What the diagnostics read of this model (internal units): see `RegressionView`."""
         self._require_data()
-        return RegressionView(type(self).__name__, self.kernel, self.X, self.y,
+        problem = self.collapsed_problem()
+        with torch.no_grad():
+            residual = self.y - self.mean(self.X)  # the diagnostics see the zero-mean GP
+        if problem is not None:
+            problem = problem._replace(y=residual, mean=None)
+        return RegressionView(type(self).__name__, self.kernel, self.X, residual,
                               self.value("noise_variance").detach(), self.jitter,
                               self._objective_offset(), self.noise_variance, self.x_shift,
-                              self.x_scale, self.collapsed_problem(),
+                              self.x_scale, problem,
                               self.shards_data and is_distributed())
 
     def collapsed_problem(self) -> CollapsedProblem | None:

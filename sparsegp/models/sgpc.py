@@ -41,13 +41,13 @@ class SGPC(InducingMixin, Model):
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
         alpha: float = 0.5, link: str = "probit", likelihood: Likelihood | None = None, *,
-        jitter: float = DEFAULT_JITTER, damping: float = 0.5, chunk_size: int | None = None,
+        mean: Any = None, jitter: float = DEFAULT_JITTER, damping: float = 0.5, chunk_size: int | None = None,
         inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          inducing_points=inducing_points, alpha=alpha, link=link,
-                         likelihood=likelihood, jitter=jitter, damping=damping,
+                         likelihood=likelihood, mean=mean, jitter=jitter, damping=damping,
                          chunk_size=chunk_size, inducing_init=inducing_init, seed=seed)
 
     def _configure(self, X: Tensor, *, inducing_points: Any, alpha: float, link: str,
@@ -93,6 +93,7 @@ class SGPC(InducingMixin, Model):
         self.register_buffer("nu", None, persistent=False)  # site natural means ν_n
 
     def _initialise(self, **arguments: Any) -> None:
+        self.mean.initialise_from_data(self.X, torch.zeros_like(self.y))  # latent f, not labels
         self.kernel.initialise_from_data(self.X, 1.0)
         self.tau, self.nu = torch.zeros_like(self.y), torch.zeros_like(self.y)
 
@@ -113,7 +114,7 @@ class SGPC(InducingMixin, Model):
         X, y, tau, nu = ((self.X, self.y, self.tau, self.nu) if idx is None else
                          (self.X[idx], self.y[idx], self.tau[idx], self.nu[idx]))
         return pep.energy(self.kernel, self.feature, X, y, self.likelihood, tau, nu, self._alpha,
-                          self.jitter, self._chunk(), scale=scale)
+                          self.jitter, self._chunk(), scale=scale, prior_mean=self.prior_mean())
 
     def log_marginal_likelihood(self) -> float:
         """The Power-EP energy: an approximation to log p(y) at the current sites."""
@@ -132,7 +133,7 @@ class SGPC(InducingMixin, Model):
         """Marginals of h_n at the rows `idx` (all if None) under the current sites."""
         L, _, q = self._site_q()
         X = self.X if idx is None else self.X[idx]
-        return pep.marginals(self.kernel, self.feature, X, L, q, self._chunk())
+        return pep.marginals(self.kernel, self.feature, X, L, q, self._chunk(), self.prior_mean())
 
     def update_sites(self, max_sweeps: int = 200, tol: float = 1e-6,
                      batch: Tensor | None = None) -> dict[str, int]:
@@ -167,13 +168,14 @@ class SGPC(InducingMixin, Model):
         return {"tau": self.tau, "nu": self.nu}
 
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
-        return SparsePosterior.from_state(self.kernel, self.feature, saved)
+        return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())
 
     # -- posterior and prediction ---------------------------------------------------------
     def _build_posterior(self) -> SparsePosterior:
         L, used, q = self._site_q()
         return SparsePosterior(self.kernel, self.feature, L, q,
-                               torch.zeros((), dtype=L.dtype, device=L.device), used)
+                               torch.zeros((), dtype=L.dtype, device=L.device), used,
+                               self.prior_mean())
 
     def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance (or covariance) of the latent f* (numpy)."""

@@ -55,13 +55,14 @@ class SGPR(InducingMixin, GPModel):
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
         approximation: str = "vfe", alpha: Any = None, noise_variance: Any = None, *,
-        blocks: Any = None, jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
+        blocks: Any = None, mean: Any = None, jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0,
         standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          inducing_points=inducing_points, approximation=approximation,
-                         alpha=alpha, noise_variance=noise_variance, blocks=blocks, jitter=jitter,
+                         alpha=alpha, noise_variance=noise_variance, blocks=blocks, mean=mean,
+                         jitter=jitter,
                          chunk_size=chunk_size, compute_dtype=compute_dtype,
                          inducing_init=inducing_init, seed=seed, standardize_y=standardize_y)
 
@@ -143,7 +144,8 @@ class SGPR(InducingMixin, GPModel):
         self._require_data()
         return CollapsedProblem(self.kernel, self.feature, self.X, self.y,
                                 self.value("noise_variance"), self._family, self.jitter,
-                                self.chunk_size, self.compute_dtype, self._block_partition())
+                                self.chunk_size, self.compute_dtype, self._block_partition(),
+                                self.prior_mean())
 
     def _objective(self) -> Tensor:
         return collapsed_objective(self.collapsed_problem())
@@ -156,10 +158,11 @@ class SGPR(InducingMixin, GPModel):
 
     def _build_posterior(self) -> SparsePosterior:
         L, q, used = posterior_q(self.collapsed_problem())
-        return SparsePosterior(self.kernel, self.feature, L, q, self.value("noise_variance"), used)
+        return SparsePosterior(self.kernel, self.feature, L, q, self.value("noise_variance"), used,
+                               self.prior_mean())
 
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
-        return SparsePosterior.from_state(self.kernel, self.feature, saved)
+        return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())
 
 
 def _block_family(approximation: Any, alpha: Any, blocks: Any, n: int

@@ -48,13 +48,13 @@ class SVGP(InducingMixin, Model):
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, likelihood: Likelihood | None = None,
         inducing_points: Any = None, whiten: bool = True, num_latent: int | None = None, *,
-        jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
+        mean: Any = None, jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
         dtype: torch.dtype | None = None, mean_field: bool = False,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          likelihood=likelihood, inducing_points=inducing_points, whiten=whiten,
-                         num_latent=num_latent, jitter=jitter, chunk_size=chunk_size,
+                         num_latent=num_latent, mean=mean, jitter=jitter, chunk_size=chunk_size,
                          inducing_init=inducing_init, seed=seed, mean_field=mean_field)
 
     def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,
@@ -102,6 +102,8 @@ class SVGP(InducingMixin, Model):
         self.q_sqrt = nn.Parameter(torch.eye(M, dtype=PARAMETER_DTYPE).expand(C, M, M).clone())
 
     def _initialise(self, **arguments: Any) -> None:
+        latent = self.y if isinstance(self.likelihood, Gaussian) else torch.zeros_like(self.y)
+        self.mean.initialise_from_data(self.X, latent)
         self.kernel.initialise_from_data(self.X, 1.0)
         if not self.whiten:  # start at the prior, S = Kuu
             with torch.no_grad():
@@ -144,7 +146,7 @@ class SVGP(InducingMixin, Model):
         return objective.elbo(self.kernel, self.feature, self.likelihood, X, y,
                               self._cholesky_kuu(), self.q_mu if q_mu is None else q_mu,
                               self._root(self.q_sqrt if q_sqrt is None else q_sqrt), self.whiten,
-                              self.num_data, self._chunk())
+                              self.num_data, self._chunk(), self.prior_mean())
 
     def _root(self, q_sqrt: Tensor) -> Tensor:
         """The Cholesky factor of q's covariance: lower triangle, and for `mean_field` only the
@@ -220,14 +222,15 @@ class SVGP(InducingMixin, Model):
 
     # -- persistence ----------------------------------------------------------------------
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
-        return SparsePosterior.from_state(self.kernel, self.feature, saved)
+        return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())
 
     # -- prediction -----------------------------------------------------------------------
     def _build_posterior(self) -> SparsePosterior:
         L = self._cholesky_kuu()
         q = conditionals.from_parameters(L, self.q_mu, self._root(self.q_sqrt), self.whiten)
         return SparsePosterior(self.kernel, self.feature, L, q,
-                               torch.zeros((), dtype=L.dtype, device=L.device), self.jitter)
+                               torch.zeros((), dtype=L.dtype, device=L.device), self.jitter,
+                               self.prior_mean())
 
     def _latent(self, Xnew: Any, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Mean and variance of the latent functions, always [N*, C] (or [C, N*, N*])."""
@@ -282,7 +285,7 @@ class _CollapsedBound:
     def training_loss(self) -> Tensor:
         m = self.model
         problem = CollapsedProblem(m.kernel, m.feature, m.X, m.y, m.likelihood.value("variance"),
-                                   VFE, m.jitter, m.chunk_size)
+                                   VFE, m.jitter, m.chunk_size, mean=m.prior_mean())
         return -(collapsed_objective(problem) + m.log_prior())
 
     def summary(self) -> str:

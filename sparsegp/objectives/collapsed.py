@@ -27,6 +27,7 @@ from ..covariances import cross_covariance
 from ..distributed import global_sum
 from ..kernels.base import Kernel
 from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower
+from ..means import Mean
 from .blocks import Blocking, BlockPowerEPStream
 from .statistics import PowerEPStream, WhitenedStream
 from .streaming import streamed_sum
@@ -101,7 +102,8 @@ class CollapsedProblem(NamedTuple):
     on Kuu, and how the N·M² work is done (`chunk_size` rows at a time, default from a memory
     budget; `compute_dtype`, e.g. float32 on a GPU, the M×M factorisations staying float64).
     `blocks` (Power EP only) partitions the data for block / PITC Power EP (`blocks.py`;
-    evaluated in float64, whatever `compute_dtype` says)."""
+    evaluated in float64, whatever `compute_dtype` says). With a prior `mean`, the
+    statistics are those of the residual y − m(X) (`targets`)."""
 
     kernel: Kernel
     feature: object
@@ -113,6 +115,12 @@ class CollapsedProblem(NamedTuple):
     chunk_size: int | None = None
     compute_dtype: torch.dtype | None = None
     blocks: Blocking | None = None
+    mean: Mean | None = None
+
+
+def targets(p: CollapsedProblem) -> Tensor:
+    """y − m(X) [N], differentiable in the mean's parameters (y itself without a mean)."""
+    return p.y if p.mean is None else p.y - p.mean(p.X)
 
 
 def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
@@ -121,17 +129,18 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
     size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype)
     n = int(global_sum(p.X.shape[0], p.X))
+    y = targets(p)
     if p.blocks is not None:
         b = p.blocks
         stream = BlockPowerEPStream(p.feature, p.kernel, L, p.noise)
-        sums = streamed_sum(stream, p.X[b.order], p.y[b.order], b.runs(size), b.ids,
+        sums = streamed_sum(stream, p.X[b.order], y[b.order], b.runs(size), b.ids,
                             b.alpha.to(L.device)[b.ids])
         return Statistics(*sums, n=n)
     if p.fam.mode == "pep":
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype)
-        return Statistics(*streamed_sum(stream, p.X, p.y, size), n=n)
+        return Statistics(*streamed_sum(stream, p.X, y, size), n=n)
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
-    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype), p.X, p.y, size)
+    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype), p.X, y, size)
     zero = torch.zeros((), dtype=Q.dtype, device=Q.device)
     return Statistics(
         A=Q / p.noise,

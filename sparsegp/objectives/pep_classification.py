@@ -9,6 +9,7 @@ shared code of `collapsed.py` (Bui, Yan & Turner 2017, §3.8).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -24,11 +25,13 @@ from .collapsed import Statistics, solve
 
 
 class Marginals(NamedTuple):
-    """Posterior marginals of h_n: mean μ_n, variance s_n; and d_n = [Kff − Qff]_nn. [N] each."""
+    """Posterior marginals of h_n: mean μ_n, variance s_n; d_n = [Kff − Qff]_nn; and the
+    prior mean m_n of f_n = m_n + h_n (the sites live on h; the likelihood sees f). [N] each."""
 
     mean: Tensor
     var: Tensor
     d: Tensor
+    offset: Tensor
 
 
 def _whitened(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor) -> tuple[Tensor, Tensor]:
@@ -51,13 +54,16 @@ def site_statistics(kernel: Kernel, feature: object, X: Tensor, L: Tensor, tau: 
 
 
 def marginals(kernel: Kernel, feature: object, X: Tensor, L: Tensor, q: WhitenedGaussian,
-              chunk_size: int) -> Marginals:
+              chunk_size: int, prior_mean: Callable[[Tensor], Tensor] | None = None
+              ) -> Marginals:
     """μ_n = a_nᵀm, s_n = a_nᵀSa_n under the sites' whitened q(v) = N(m, S = B⁻¹)."""
     parts = []
     for sl in chunk_slices(X.shape[0], chunk_size):
         a, d = _whitened(kernel, feature, X[sl], L)
         mean, var = conditionals.projected(a, q)
-        parts.append((mean[:, 0], var[:, 0], d))
+        offset = (torch.zeros_like(d) if prior_mean is None
+                  else prior_mean(X[sl]).to(d.dtype))
+        parts.append((mean[:, 0], var[:, 0], d, offset))
     return Marginals(*(torch.cat(p) for p in zip(*parts)))
 
 
@@ -83,20 +89,23 @@ def log_site_expectation(mu_c: Tensor, s_c: Tensor, tau: Tensor, nu: Tensor, alp
 
 def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Likelihood,
            tau: Tensor, nu: Tensor, alpha: float, jitter: float, chunk_size: int,
-           scale: float = 1.0) -> Tensor:
+           scale: float = 1.0, prior_mean: Callable[[Tensor], Tensor] | None = None) -> Tensor:
     """The Power-EP energy (approximate log evidence) with the sites held fixed:
 
     F = ½ log|V| − ½ log|Kuu| + ½ mᵀV⁻¹m + (1/α) Σ_n [log Z̃_n − log E_{N(μ_c, s_c)} t_n^α]
       = −½ log|B| + ½ eᵀe + (1/α) Σ_n […]   (whitened, B = I + A, e = L_B⁻¹c).
 
-    `scale` multiplies every sum over points (N/|batch| on a minibatch of sites).
+    `scale` multiplies every sum over points (N/|batch| on a minibatch of sites). With a
+    `prior_mean` m the likelihood sees f_n = m(x_n) + h_n: the tilted moments are taken at
+    the cavity mean shifted by m(x_n).
     """
     L, _ = cov.Kuu_cholesky(feature, kernel, jitter)
     stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size, scale)
     s = solve(stats)
-    m = marginals(kernel, feature, X, L, conditionals.from_precision(s.L_B, s.e), chunk_size)
+    m = marginals(kernel, feature, X, L, conditionals.from_precision(s.L_B, s.e), chunk_size,
+                  prior_mean)
     mu_c, s_c, _ = cavity(m, tau, nu, alpha)
-    log_Z, _, _ = likelihood.tilted_moments(mu_c, s_c + m.d, y, alpha)
+    log_Z, _, _ = likelihood.tilted_moments(mu_c + m.offset, s_c + m.d, y, alpha)
     local = (log_Z - log_site_expectation(mu_c, s_c, tau, nu, alpha)).sum() / alpha
     return -0.5 * s.log_det + 0.5 * (s.e @ s.e) + scale * local
 
@@ -112,7 +121,8 @@ def update_sites(m: Marginals, tau: Tensor, nu: Tensor, y: Tensor, likelihood: L
                  alpha: float, damping: float) -> SiteUpdate:
     """One damped parallel Power-EP update of the given sites (MATH.md §5, steps 1–3)."""
     mu_c, s_c, ok = cavity(m, tau, nu, alpha)
-    _, d1, d2 = likelihood.tilted_moments(mu_c, s_c + m.d, y, alpha)
+    # derivatives of log Z with respect to the (shifted) cavity mean: the same for h and f
+    _, d1, d2 = likelihood.tilted_moments(mu_c + m.offset, s_c + m.d, y, alpha)
     v_hat = -1.0 / d2 - s_c
     g_hat = mu_c - d1 / d2
     ok = ok & (d2 < 0) & (v_hat > 0) & torch.isfinite(v_hat) & torch.isfinite(g_hat)

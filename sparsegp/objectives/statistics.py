@@ -108,13 +108,20 @@ class WhitenedStream(Stream):
         H = torch.linalg.solve_triangular(self._L_acc.mT, torch.cat([self._G, gr[:, None]], 1),
                                           upper=True)
         self._H = H.to(self.kuf.dtype)  # [M, M + 1]
+        self._gyy = grads[2].to(self.kuf.dtype)
         self._gkd = grads[3].to(self.kuf.dtype)
         return self.kuf.grad_zeros()
 
-    def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]) -> None:
+    def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]
+                   ) -> Tensor | None:
         K, AY = self._chunk(Xb, yb, whiten=True)
         gK = self._H @ AY
         self.kuf.grad_chunk(gacc, Xb, K, gK, self._gkd.expand(Xb.shape[0]))
+        if not self.want_y:
+            return None
+        # ∂y_n = g_rᵀa_n + 2 g_yy y_n
+        a, y = AY[: self.M], AY[self.M]
+        return (self._gr.to(a.dtype) @ a + 2.0 * self._gyy * y).to(yb.dtype)
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
         M, QA = self.M, self._QA
@@ -176,8 +183,9 @@ class PowerEPStream(Stream):
         self._gnoise = torch.zeros_like(self.noise)
         return self.kuf.grad_zeros()
 
-    def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]) -> None:
-        """Chain rule for one chunk.
+    def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]
+                   ) -> Tensor | None:
+        """Chain rule for one chunk (and ∂y_n = β_n (g_cᵀa_n + 2 g_sy y_n) when asked).
 
         With T = (gA + gAᵀ) a + gc yᵀ: ∂a_n = β_n T_n − 2 ∂d_n a_n, and
         ∂β_n = ½ a_nᵀ(gA + gAᵀ)a_n + y_n gcᵀa_n + gsy y_n² = ½(a_nᵀT_n + y_n gcᵀa_n) + gsy y_n²;
@@ -201,6 +209,7 @@ class PowerEPStream(Stream):
         add_products_lower_(self._Sd, a * g_d, a)
         gK = torch.linalg.solve_triangular(self.L.mT, ga, upper=True)
         self.kuf.grad_chunk(gacc, Xb, K, gK, g_d)
+        return (beta * (ca + 2.0 * self._gsy * y)).to(yb.dtype) if self.want_y else None
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
         M = self.M

@@ -36,6 +36,7 @@ class Stream(ABC):
     """
 
     inputs: tuple[Tensor, ...] = ()
+    want_y: bool = False  # set by the backward pass: grad_chunk returns ∂y
 
     @abstractmethod
     def zeros(self) -> list[Tensor]:
@@ -53,9 +54,10 @@ class Stream(ABC):
 
     @abstractmethod
     def grad_chunk(self, gacc: list[Tensor | None], Xb: Tensor, yb: Tensor,
-                   *rest: Any) -> None:
+                   *rest: Any) -> Tensor | None:
         """Add one chunk's contribution to the input gradients, in place: `rest` is the
-        chunk's extra per-row tensors (if any) and then the gradients of the sums."""
+        chunk's extra per-row tensors (if any) and then the gradients of the sums. Returns
+        the chunk's ∂y [B] when `want_y` (targets that require grad), else None."""
 
     def grad_finish(self, gacc: list[Tensor | None], grads: Sequence[Tensor]
                     ) -> list[Tensor | None]:
@@ -64,14 +66,15 @@ class Stream(ABC):
 
 class _StreamedSum(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, stream: Stream, columns: tuple[Tensor, ...],  # type: ignore[override]
-                chunks: Sequence[slice], *inputs: Tensor) -> tuple[Tensor, ...]:
+    def forward(ctx, stream: Stream, chunks: Sequence[slice],  # type: ignore[override]
+                n_extra: int, X: Tensor, y: Tensor, *rest: Tensor) -> tuple[Tensor, ...]:
+        columns = (X, y, *rest[:n_extra])
         acc = stream.zeros()
         for s in chunks:
             stream.add(acc, *(c[s] for c in columns))
         out = stream.finish(acc)
         distributed.all_reduce_(out, "the statistics of the objective")
-        ctx.stream, ctx.columns, ctx.chunks = stream, columns, chunks
+        ctx.stream, ctx.columns, ctx.chunks, ctx.n_extra = stream, columns, chunks, n_extra
         ctx.mark_non_differentiable(*[o for o in out if not o.is_floating_point()])
         return out
 
@@ -80,12 +83,16 @@ class _StreamedSum(torch.autograd.Function):
     def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:
         stream = ctx.stream
         grads = tuple(torch.zeros_like(g) if g is None else g for g in grads)
+        stream.want_y = bool(ctx.needs_input_grad[4])
+        gy = torch.zeros_like(ctx.columns[1]) if stream.want_y else None
         gacc = stream.grad_zeros(grads)
         for s in ctx.chunks:
-            stream.grad_chunk(gacc, *(c[s] for c in ctx.columns), grads)
+            g = stream.grad_chunk(gacc, *(c[s] for c in ctx.columns), grads)
+            if gy is not None:
+                gy[s] = g
         result = stream.grad_finish(gacc, grads)
         distributed.all_reduce_([g for g in result if g is not None], "the gradient")
-        return (None, None, None, *result)
+        return (None, None, None, None, gy, *([None] * ctx.n_extra), *result)
 
 
 def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[slice],
@@ -94,17 +101,18 @@ def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[sl
 
     `chunks` is a chunk size (consecutive chunks of that many rows) or the slices themselves
     (e.g. runs of whole blocks). `extra` per-row tensors are sliced like X and y and passed
-    to the stream's `add` and `grad_chunk` after them.
+    to the stream's `add` and `grad_chunk` after them. y may require grad (targets minus a
+    trainable mean): the stream's `grad_chunk` then returns the chunk's ∂y.
     """
     if isinstance(chunks, int):
         if chunks < 1:
             raise ValueError(f"chunk_size must be a positive integer; got {chunks}")
         chunks = list(chunk_slices(X.shape[0], chunks))
-    columns = (X, y, *extra)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in stream.inputs):
-        return _StreamedSum.apply(stream, columns, chunks, *stream.inputs)
+    if torch.is_grad_enabled() and (y.requires_grad
+                                    or any(t.requires_grad for t in stream.inputs)):
+        return _StreamedSum.apply(stream, chunks, len(extra), X, y, *extra, *stream.inputs)
     with torch.no_grad():
-        return _StreamedSum.forward(_NoContext(), stream, columns, chunks)
+        return _StreamedSum.forward(_NoContext(), stream, chunks, len(extra), X, y, *extra)
 
 
 class _NoContext:

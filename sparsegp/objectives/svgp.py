@@ -9,6 +9,8 @@ Shapes: q_mu [M, C], q_sqrt [C, M, M] (lower triangular), means and variances [B
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -51,11 +53,14 @@ def expected_log_likelihood(likelihood: Likelihood, mean: Tensor, var: Tensor, y
 
 def elbo(kernel: Kernel, feature: object, likelihood: Likelihood, X: Tensor, y: Tensor,
          L: Tensor, q_mu: Tensor, q_sqrt: Tensor, whiten: bool, num_data: int,
-         chunk_size: int) -> Tensor:
-    """The ELBO estimate from the rows (X, y): data term × N/len(X) − KL. Shape: []."""
+         chunk_size: int, prior_mean: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """The ELBO estimate from the rows (X, y): data term × N/len(X) − KL. Shape: [].
+    With a `prior_mean` m, q(f_n) has mean m(x_n) + the conditional's (shared by all C)."""
     q = conditionals.from_parameters(L, q_mu, q_sqrt, whiten)
     data = L.new_zeros(())
     for sl in chunk_slices(X.shape[0], chunk_size):
         mean, var = marginals(kernel, feature, X[sl], L, q)
+        if prior_mean is not None:
+            mean = mean + prior_mean(X[sl]).to(mean.dtype)[:, None]
         data = data + expected_log_likelihood(likelihood, mean, var, y[sl])
     return data * (num_data / X.shape[0]) - whitened_kl(q)

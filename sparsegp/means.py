@@ -1,0 +1,163 @@
+"""Mean functions m(x) of the prior f ~ GP(m, k): `Zero`, `Constant`, `Linear` and their sums.
+
+A model with a mean works with the residual y − m(X) wherever it used y (the objectives
+subtract it from each chunk's targets inside the streamed statistics) and adds m(X*) to its
+predictions. Parameters are trainable like a kernel's: `model.mean.constant`,
+`model.freeze("mean.constant")`. Unset values start from the data (`initialise_from_data`:
+the constant at the mean of y, the linear weights at zero). Registered by class name, so a
+saved model rebuilds its mean.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .config import PARAMETER_DTYPE
+from .parameters import Parameterised, as_user_value
+from .registry import Registered, Registry
+
+
+class Mean(Registered, Parameterised, ABC):
+    """A mean function. Shapes: X [N, D] -> m(X) [N]."""
+
+    registry = Registry("mean")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._unset: set[str] = set()
+
+    @abstractmethod
+    def forward(self, X: Tensor) -> Tensor:
+        """m(X) [N] for X [N, D]."""
+
+    def initialise_from_data(self, X: Tensor, y: Tensor) -> None:
+        """Give every unset parameter a starting value from the data (X [N, D], y [N])."""
+
+    def __add__(self, other: Mean) -> Sum:
+        if not isinstance(other, Mean):
+            return NotImplemented
+        return Sum([self, other])
+
+    def config(self) -> dict[str, Any]:
+        """`{"type": class name, "args": ...}` that rebuilds this mean's structure."""
+        args = {name: _plain(as_user_value(p)) for name, p in self.named_parameters()}
+        return {"type": type(self).__name__, "args": args}
+
+    def __repr__(self) -> str:
+        vals = ", ".join(f"{n}={as_user_value(p)}" for n, p in self.named_parameters())
+        return f"{type(self).__name__}({vals})"
+
+
+class Zero(Mean):
+    """m(x) = 0 (every model's default)."""
+
+    def forward(self, X: Tensor) -> Tensor:
+        return X.new_zeros(X.shape[0])
+
+
+class Constant(Mean):
+    """m(x) = c; `constant=None` starts at the mean of y."""
+
+    def __init__(self, constant: float | None = None) -> None:
+        super().__init__()
+        if constant is None:
+            self._unset.add("constant")
+            constant = 0.0
+        self._add_free("constant", _finite(constant, "constant", ()))
+
+    def forward(self, X: Tensor) -> Tensor:
+        return self.constant.expand(X.shape[0]).to(X.dtype)
+
+    def initialise_from_data(self, X: Tensor, y: Tensor) -> None:
+        if "constant" in self._unset:
+            self.set_value("constant", y.mean().detach())
+            self._unset.discard("constant")
+
+
+class Linear(Mean):
+    """m(x) = wᵀx + b. `weights` [D] (None: zeros, D from the data) and `bias` (None: the
+    mean of y)."""
+
+    def __init__(self, weights: Any = None, bias: float | None = None) -> None:
+        super().__init__()
+        self._sized = weights is not None
+        self._add_free("weights", _finite(0.0 if weights is None else weights, "weights", None))
+        if bias is None:
+            self._unset.add("bias")
+            bias = 0.0
+        self._add_free("bias", _finite(bias, "bias", ()))
+
+    def forward(self, X: Tensor) -> Tensor:
+        w = self.weights.to(X.dtype)
+        if w.dim() != 1 or w.shape[0] != X.shape[1]:
+            raise ValueError(f"Linear mean: weights have shape {tuple(w.shape)} but the inputs "
+                             f"have {X.shape[1]} columns")
+        return X @ w + self.bias.to(X.dtype)
+
+    def initialise_from_data(self, X: Tensor, y: Tensor) -> None:
+        if not self._sized:
+            self.weights = torch.nn.Parameter(self.weights.new_zeros(X.shape[1]),
+                                              requires_grad=self.weights.requires_grad)
+            self._sized = True
+        if "bias" in self._unset:
+            self.set_value("bias", (y - X @ self.weights.detach()).mean())
+            self._unset.discard("bias")
+
+
+class Sum(Mean):
+    """m(x) = Σ_i m_i(x)."""
+
+    def __init__(self, means: list[Mean]) -> None:
+        super().__init__()
+        if not means or not all(isinstance(m, Mean) for m in means):
+            raise TypeError("Sum takes a non-empty list of means")
+        self.means = torch.nn.ModuleList(means)
+
+    def forward(self, X: Tensor) -> Tensor:
+        return sum(m(X) for m in self.means)
+
+    def initialise_from_data(self, X: Tensor, y: Tensor) -> None:
+        for m in self.means:  # each explains what the ones before left
+            m.initialise_from_data(X, y)
+            y = y - m(X).detach()
+
+    def config(self) -> dict[str, Any]:
+        return {"type": "Sum", "args": {"means": [m.config() for m in self.means]}}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> Sum:
+        return cls([Mean.registry.build(c) for c in cfg["args"]["means"]])
+
+
+def as_mean(mean: Any) -> Mean:
+    """A model's `mean=` argument: None (zero), a `Mean`, or a name ('zero', 'constant',
+    'linear')."""
+    if mean is None:
+        return Zero()
+    if isinstance(mean, Mean):
+        return mean
+    names = {"zero": Zero, "constant": Constant, "linear": Linear}
+    if isinstance(mean, str) and mean.lower() in names:
+        return names[mean.lower()]()
+    raise TypeError(f"mean must be a sparsegp.means.Mean, None or one of {', '.join(names)}; "
+                    f"got {mean!r}")
+
+
+def _finite(value: Any, name: str, shape: tuple | None) -> Tensor:
+    t = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=PARAMETER_DTYPE)
+    if shape == () and t.dim() != 0:
+        raise ValueError(f"{name} must be a number; got shape {tuple(t.shape)}")
+    if shape is None and t.dim() > 1:
+        raise ValueError(f"{name} must be a 1-D array; got shape {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} must be finite")
+    return t.clone()
+
+
+def _plain(v: Any) -> Any:
+    return v.tolist() if isinstance(v, np.ndarray) else v
