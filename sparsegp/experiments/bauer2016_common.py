@@ -6,6 +6,48 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class ZxProtocol:
+    """How experiment 3 optimises from Z = X: perturb Z by N(0, (perturb·ℓ)²) (seeded), take
+    `adam_steps` torch Adam steps on `training_loss()`, then ≤ `rounds` L-BFGS-B runs of
+    ≤ `maxiter` iterations (`tol`: scipy's ftol and gtol; None = scipy's defaults)."""
+
+    name: str
+    perturb: float = 0.0  # in lengthscales of the exact GP
+    seed: int = 0
+    adam_steps: int = 0
+    adam_lr: float = 0.03
+    rounds: int = 10
+    maxiter: int = 500
+    tol: float | None = 1e-15
+
+    def describe(self) -> str:
+        parts = []
+        if self.perturb > 0.0:
+            parts.append(f"Z = X + N(0, ({self.perturb:g} ℓ)²) noise (seed {self.seed})")
+        if self.adam_steps:
+            parts.append(f"{self.adam_steps} Adam steps (lr {self.adam_lr:g})")
+        if self.rounds:
+            tol = "scipy's default tol" if self.tol is None else f"tol {self.tol:g}"
+            parts.append(f"≤ {self.rounds} L-BFGS-B runs of ≤ {self.maxiter} iterations, {tol}")
+        return ", then ".join(parts)
+
+
+# experiment 3's protocols: the first is the plain one the others are compared with
+ZX_FULL = (
+    ZxProtocol("L-BFGS-B"),
+    ZxProtocol("L-BFGS-B restarts, default tol", rounds=20, maxiter=2000, tol=None),
+    ZxProtocol("perturbed 0.01ℓ + L-BFGS-B", perturb=0.01),
+    ZxProtocol("perturbed 0.1ℓ + L-BFGS-B", perturb=0.1),
+    ZxProtocol("Adam 0.01 + L-BFGS-B", adam_steps=3000, adam_lr=0.01, rounds=4),
+    ZxProtocol("Adam 0.03 + L-BFGS-B", adam_steps=3000, adam_lr=0.03, rounds=4),
+)
+ZX_QUICK = (
+    ZxProtocol("L-BFGS-B", rounds=3, maxiter=100),
+    ZxProtocol("Adam 0.03 + L-BFGS-B", adam_steps=300, adam_lr=0.03, rounds=1, maxiter=30),
+)
+
+
+@dataclass(frozen=True)
 class Config:
     """Problem sizes and optimiser budgets of every experiment (`FULL` or `QUICK`)."""
 
@@ -14,8 +56,7 @@ class Config:
     gain_M: int = 7  # experiment 2
     gain_candidates: int = 400
     zx_step: int = 2  # experiment 3: every zx_step-th Snelson point, Z = X
-    zx_rounds: int = 10
-    zx_maxiter: int = 500  # per round
+    zx_protocols: tuple[ZxProtocol, ...] = ZX_FULL
     sample_train: int = 1024  # experiment 4: 4-D GP sample
     sample_test: int = 1024
     sample_M: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
@@ -30,7 +71,7 @@ class Config:
 
 
 FULL = Config()
-QUICK = Config(snelson_M=(4, 8), maxiter=300, gain_candidates=120, zx_step=4, zx_rounds=3,
-               zx_maxiter=100, sample_train=192, sample_test=192, sample_M=(8, 32, 192),
+QUICK = Config(snelson_M=(4, 8), maxiter=300, gain_candidates=120, zx_step=4,
+               zx_protocols=ZX_QUICK, sample_train=192, sample_test=192, sample_M=(8, 32, 192),
                sample_maxiter_large=60, puma_train=1024, puma_test=512, puma_exact=384,
                puma_M=20, puma_exact_maxiter=60, puma_frozen_maxiter=100)

@@ -2,9 +2,8 @@
 
 Experiment 1: fits on every other point for small M (FITC's noise collapse, VFE's noise
 over-estimation). Experiment 2: the change of each objective term from adding one inducing
-input anywhere along the axis. Experiment 3: Z = X at the exact GP's hyperparameters, then
-aggressive optimisation (VFE stays, FITC moves away and clumps). Experiment 5: the upper
-bound, with growing M, proving FITC's over-estimation of the evidence.
+input anywhere along the axis. Experiment 5: the upper bound, with growing M, proving FITC's
+over-estimation of the evidence. (Experiment 3, Z = X, is `bauer2016_z_equals_x`.)
 """
 
 from __future__ import annotations
@@ -25,12 +24,14 @@ from .tables import Table
 AXIS = (-1.0, 7.0)
 
 
-def _snelson(step: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def snelson(step: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Every `step`-th point of the Snelson data: X [N, 1], y [N]."""
     X, y = datasets.snelson()
     return X[::step], y[::step]
 
 
-def _overlay_exact(ax, Xs: np.ndarray, mean: np.ndarray, var: np.ndarray) -> None:
+def overlay_exact(ax, Xs: np.ndarray, mean: np.ndarray, var: np.ndarray) -> None:
+    """The exact GP's predictive mean (dashed) and ±2σ (dotted) on a 1-D panel."""
     sd = np.sqrt(var)
     ax.plot(Xs[:, 0], mean, "k--", lw=1, label="exact")
     ax.plot(Xs[:, 0], mean - 2 * sd, "k:", lw=0.8)
@@ -43,7 +44,7 @@ def snelson_fits(out: Path, cfg: Config) -> Section:
                   "N = 100 (every other point of the Snelson data), SE kernel, all hyperparameters "
                   "and inducing inputs optimised from the same start (k-means++). The exact log "
                   "p(y) column is the exact evidence at each model's own hyperparameters.")
-    X, y = _snelson(2)
+    X, y = snelson(2)
     exact = GPR(X, y, kernel=se_kernel())
     quiet_fit(exact, cfg.maxiter)
     table = Table("Fits (objectives in nats)", ["method", "M", "objective", "upper bound",
@@ -69,7 +70,7 @@ def snelson_fits(out: Path, cfg: Config) -> Section:
             plot_regression_1d(ax, X, y, Xs, mean, var, m.inducing_points,
                                f"{approx.upper()} M={M}: F={rep.objective:.1f}, "
                                f"σ²={m.noise_variance:.3f} (exact σ²={exact.noise_variance:.3f})")
-            _overlay_exact(ax, Xs, em, ev)
+            overlay_exact(ax, Xs, em, ev)
     axes[0, 0].legend(loc="upper left", fontsize=7)
     fig.suptitle("Every other Snelson point: VFE (left) and FITC (right); dashed: exact GP")
     sec.files.append(save(fig, out / "snelson_fits.png"))
@@ -93,7 +94,7 @@ def inducing_gain_axis(out: Path, cfg: Config) -> Section:
                   "change of each objective term from adding one inducing input at each of "
                   f"{cfg.gain_candidates} locations, hyperparameters fixed (VFE: rank-one formula; "
                   "FITC: recomputed with M + 1 inputs).")
-    X, y = _snelson(1)
+    X, y = snelson(1)
     xs = np.linspace(*AXIS, cfg.gain_candidates)[:, None]
     fig, axes = new_figure(1, 2, (11, 3.6), sharex=True)
     table = Table("Change of the objective ΔF over the candidate locations",
@@ -134,74 +135,9 @@ def inducing_gain_axis(out: Path, cfg: Config) -> Section:
     return sec
 
 
-def z_at_x(out: Path, cfg: Config) -> Section:
-    """Experiment 3: Z = X at the exact hyperparameters, then repeated tight L-BFGS runs."""
-    X, y = _snelson(cfg.zx_step)
-    N = X.shape[0]
-    sec = Section("z_equals_x", "3. Initialised at Z = X with the exact GP's hyperparameters",
-                  f"N = {N} Snelson points, M = N inducing inputs initialised at X and the "
-                  "hyperparameters of the fitted exact GP; then up to "
-                  f"{cfg.zx_rounds} L-BFGS-B runs of ≤ {cfg.zx_maxiter} iterations with "
-                  "tol = 1e-15 (the gradient w.r.t. Z vanishes at Z = X, so a single run stops "
-                  "almost at once).")
-    exact = GPR(X, y, kernel=se_kernel())
-    quiet_fit(exact, cfg.maxiter)
-    lml = exact.log_marginal_likelihood()
-    table = Table("Before and after", ["method", "objective at Z = X", "final objective",
-                  "final − exact", "noise variance", "effective M", "max |Δz| / ℓ",
-                  "iterations"])
-    Xs = np.linspace(*AXIS, 300)[:, None]
-    fig, axes = new_figure(1, 3, (15, 3.8))
-    em, ev = exact.predict(Xs, include_noise=True)
-    gains = {}
-    for col, approx in enumerate(("vfe", "fitc")):
-        m = SGPR(X, y, kernel=copy_kernel(exact), inducing_points=X.copy(), approximation=approx,
-                 noise_variance=exact.noise_variance)
-        start = m.log_marginal_likelihood()
-        history, iterations = [start], 0
-        for _ in range(cfg.zx_rounds):
-            res = quiet_fit(m, cfg.zx_maxiter, tol=1e-15)
-            history += res.history[1:]
-            iterations += res.iterations
-            if res.iterations == 0:
-                break
-        rep = diagnose(m)
-        ell = float(m.kernel.lengthscale)
-        moved = float(np.max(np.abs(np.sort(m.inducing_points[:, 0]) - np.sort(X[:, 0])))) / ell
-        final = m.log_marginal_likelihood()
-        gains[approx] = (final - lml, rep.effective_num_inducing, m.noise_variance, moved)
-        table.add(approx.upper(), start, final, final - lml, m.noise_variance,
-                  rep.effective_num_inducing, moved, iterations)
-        axes[0, 0].plot(np.arange(len(history)), np.asarray(history) - lml, label=approx.upper())
-        mean, var = m.predict(Xs, include_noise=True)
-        ax = axes[0, 1 + col]
-        plot_regression_1d(ax, X, y, Xs, mean, var, m.inducing_points,
-                           f"{approx.upper()} after optimisation: F − exact = {final - lml:.2f}, "
-                           f"effective M = {rep.effective_num_inducing}")
-        _overlay_exact(ax, Xs, em, ev)
-    axes[0, 0].set_xlabel("L-BFGS-B iteration (all runs)")
-    axes[0, 0].set_ylabel("objective − exact log p(y)")
-    axes[0, 0].legend(fontsize=8)
-    axes[0, 0].set_title("Objective during optimisation", fontsize=9)
-    sec.files.append(save(fig, out / "z_equals_x.png"))
-    sec.files.append(table.write_csv(out / "z_equals_x.csv"))
-    sec.tables.append(table)
-    v, f = gains["vfe"], gains["fitc"]
-    sec.findings += [
-        f"VFE stays at the exact solution: objective − exact = {v[0]:.2e} (the jitter's share), "
-        f"noise {v[2]:.4f} (exact {exact.noise_variance:.4f}); its inducing inputs moved at most "
-        f"{v[3]:.2g} ℓ, and only where they are redundant (effectively M = {v[1]} of {N}: the "
-        "data inputs themselves have near-duplicates).",
-        f"FITC moves to a higher objective (+{f[0]:.3f} nats above the exact evidence), a lower "
-        f"noise {f[2]:.4f}, and inducing inputs that travelled up to {f[3]:.2g} ℓ and clump "
-        f"(effectively M = {f[1]} of {N}).",
-    ]
-    return sec
-
-
 def upper_bound_detection(out: Path, cfg: Config) -> Section:
     """Experiment 5: the upper bound at FITC's hyperparameters as M grows to N."""
-    X, y = _snelson(2)
+    X, y = snelson(2)
     N = X.shape[0]
     sec = Section("upper_bound", "5. The upper bound detects FITC's over-estimation",
                   f"FITC with M = {cfg.ub_fitc_M} fitted on every other Snelson point (N = {N}); "

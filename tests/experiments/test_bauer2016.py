@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sparsegp.cli import main
 from sparsegp.experiments import bauer2016
-from sparsegp.experiments.bauer2016_common import QUICK
+from sparsegp.experiments.bauer2016_common import QUICK, ZxProtocol
 from sparsegp.experiments.bauer2016_pumadyn import pumadyn
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -44,6 +44,33 @@ def test_quick_run_from_the_command_line_writes_every_file(tmp_path, capsys):
     exact_noise = float(fits[0]["noise variance"])
     assert all(float(r["noise variance"]) < exact_noise for r in fits if r["method"] == "FITC")
     assert all(float(r["noise variance"]) > exact_noise for r in fits if r["method"] == "VFE")
+    _check_z_equals_x(tmp_path / "out", report)
+
+
+def _check_z_equals_x(out: Path, report: str) -> None:
+    """Experiment 3: every protocol for VFE and FITC; VFE stays at the exact evidence, FITC
+    leaves it, and Adam gets FITC further than plain L-BFGS-B (Bauer et al. 2016, Fig. 4)."""
+    rows = list(csv.DictReader((out / "z_equals_x.csv").open()))
+    names = [p.name for p in QUICK.zx_protocols]
+    assert [(r["protocol"], r["method"]) for r in rows] == [
+        (n, m) for n in names for m in ("VFE", "FITC")]
+    gap = {(r["protocol"], r["method"]): float(r["final − exact"]) for r in rows}
+    # a lower bound: never above log p(y) beyond the jitter's share (~1e-4 nats here)
+    assert all(gap[n, "VFE"] <= 2e-4 for n in names), gap
+    assert all(gap[n, "FITC"] > 0.5 for n in names), gap  # FITC over-estimates
+    plain, adam = names[0], next(n for n in names if n.startswith("Adam"))
+    assert gap[adam, "FITC"] > gap[plain, "FITC"]
+    best = max(names, key=lambda n: gap[n, "FITC"])
+    assert f"found by '{best}'" in report
+    assert "under every protocol: max(final − exact)" in report and ": True;" in report
+
+
+def test_z_equals_x_protocol_description():
+    p = ZxProtocol("x", perturb=0.01, seed=3, adam_steps=50, adam_lr=0.02, rounds=2, tol=None)
+    assert p.describe() == ("Z = X + N(0, (0.01 ℓ)²) noise (seed 3), then 50 Adam steps "
+                            "(lr 0.02), then ≤ 2 L-BFGS-B runs of ≤ 500 iterations, scipy's "
+                            "default tol")
+    assert ZxProtocol("plain").describe() == "≤ 10 L-BFGS-B runs of ≤ 500 iterations, tol 1e-15"
 
 
 def test_pumadyn_is_skipped_with_a_clear_message_when_the_data_are_absent(tmp_path):
