@@ -29,6 +29,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from .models import GPR, SGPR
     from .models.persistence import check_model_path
+    from .partition import cluster_blocks
 
     out = check_model_path(args.out)  # before the fit, not after it
     names = csv_header(args.data)
@@ -41,13 +42,17 @@ def _fit(args: argparse.Namespace) -> int:
     _, data = read_csv(args.data, columns=[*features, args.target])  # only these are parsed
     X, y = data[:, :-1], data[:, -1]
     kernel = KERNELS[args.kernel](ard=True)
-    common = dict(kernel=kernel, standardize_X=args.standardize, standardize_y=args.standardize)
+    common = dict(kernel=kernel, mean=args.mean, standardize_X=args.standardize,
+                  standardize_y=args.standardize)
+    if args.blocks is not None and args.approximation not in ("fitc", "pep"):
+        raise ValueError("--blocks applies to --approximation fitc (PITC) or pep")
     if args.approximation == "exact":
         model = GPR(X, y, **common)
     else:
         alpha = 0.5 if args.approximation == "pep" and args.alpha is None else args.alpha
+        blocks = None if args.blocks is None else cluster_blocks(X, args.blocks, seed=args.seed)
         model = SGPR(X, y, inducing_points=args.num_inducing, approximation=args.approximation,
-                     alpha=alpha, seed=args.seed, **common)
+                     alpha=alpha, seed=args.seed, blocks=blocks, **common)
     start = time.perf_counter()
     result = model.fit(maxiter=args.maxiter, progress=args.progress, diagnose=False)
     seconds = time.perf_counter() - start
@@ -92,10 +97,10 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from .experiments import bauer2016, vdw2018_conv, vdw2018_interdomain
+    from .experiments import bauer2016, bui2017, vdw2018_conv, vdw2018_interdomain
 
     runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
-              "vdw2018-conv": vdw2018_conv}[args.which]
+              "vdw2018-conv": vdw2018_conv, "bui2017": bui2017}[args.which]
     return runner.main(args.args)
 
 
@@ -118,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--approximation", default="vfe", choices=[*APPROXIMATIONS, "exact"])
     f.add_argument("--alpha", type=float, help="Power-EP power in (0, 1] (with pep; default 0.5)")
     f.add_argument("-M", "--num-inducing", type=int, default=100)
+    f.add_argument("--mean", default="zero", choices=["zero", "constant", "linear"],
+                   help="prior mean function (trained with the other parameters)")
+    f.add_argument("--blocks", type=int, metavar="B",
+                   help="block Power EP / PITC (with fitc or pep): B blocks by k-means")
     f.add_argument("--kernel", default="se", choices=sorted(KERNELS))
     f.add_argument("--standardize", action="store_true", help="standardise X and y inside")
     f.add_argument("--maxiter", type=int, default=1000)
@@ -144,8 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     x = sub.add_parser("experiment", help="paper reproductions: `sparsegp experiment bauer2016 "
                        "--help`, `sparsegp experiment vdw2018-interdomain --help`, "
-                       "`sparsegp experiment vdw2018-conv --help`")
-    x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv"])
+                       "`sparsegp experiment vdw2018-conv --help`, "
+                       "`sparsegp experiment bui2017 --help`")
+    x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv", "bui2017"])
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
     return p
