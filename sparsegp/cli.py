@@ -53,12 +53,13 @@ def _fit(args: argparse.Namespace) -> int:
         blocks = None if args.blocks is None else cluster_blocks(X, args.blocks, seed=args.seed)
         model = SGPR(X, y, inducing_points=args.num_inducing, approximation=args.approximation,
                      alpha=alpha, seed=args.seed, blocks=blocks, **common)
+    model.feature_names = features  # saved with the model; `predict` reads these columns
     start = time.perf_counter()
     result = model.fit(maxiter=args.maxiter, progress=args.progress, diagnose=False)
     seconds = time.perf_counter() - start
     print(f"{type(model).__name__} ({args.approximation}) on {X.shape[0]} points, "
           f"{X.shape[1]} inputs: {result}; {seconds:.2f} s")
-    model.metadata.update(features=features, target=args.target)
+    model.metadata.update(target=args.target)
     if result.interrupted and not args.save_interrupted:
         print(f"sparsegp fit: interrupted; no model written (--save-interrupted writes the last "
               f"accepted parameters to {out})", file=sys.stderr)
@@ -76,7 +77,8 @@ def _predict(args: argparse.Namespace) -> int:
     from .models import load
 
     model = load(args.model)
-    features = model.metadata.get("features")
+    # by name when the model has them (metadata["features"]: files written before feature_names)
+    features = model.feature_names or model.metadata.get("features")
     if features is None:
         features = csv_header(args.data)[: model.input_dim]
     _, X = read_csv(args.data, columns=list(features))

@@ -196,16 +196,34 @@ class Parameterised(nn.Module):
             module, leaf = self._resolve(name)
             yield name, module.value(leaf), module._raw(leaf).requires_grad, leaf in module._priors
 
-    def summary(self) -> str:
-        """A plain-text table of every parameter's value, trainability and prior."""
+    def summary(self, labels: dict[str, list[str]] | None = None) -> str:
+        """A plain-text table of every parameter's value, trainability and prior.
+
+        `labels` names the entries of 1-D parameters (e.g. input columns for ARD lengthscales):
+        such a parameter is followed by one indented row per entry, `  · name  value`.
+        """
+        labels = labels or {}
         rows = [("parameter", "value", "trainable", "prior")]
         for name, v, trainable, has_prior in self.named_values():
             val = as_user_value(v)
             text = _format_value(val)
             rows.append((name, text, "yes" if trainable else "frozen", "yes" if has_prior else ""))
+            names = labels.get(name)
+            if names is not None and isinstance(val, np.ndarray) and val.shape == (len(names),):
+                rows += _labelled_rows(names, val)
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
+
+#: At most this many labelled entries are listed under a parameter; a last row counts the rest.
+MAX_LABELLED = 20
+
+
+def _labelled_rows(names: list[str], val: np.ndarray) -> list[tuple[str, str, str, str]]:
+    rows = [(f"  · {n}", f"{float(x):.6g}", "", "") for n, x in zip(names[:MAX_LABELLED], val)]
+    if len(names) > MAX_LABELLED:
+        rows.append((f"  · … {len(names) - MAX_LABELLED} more", "", "", ""))
+    return rows
 
 
 def _format_value(val: float | np.ndarray) -> str:

@@ -83,6 +83,10 @@ class Posterior(ABC):
         self, Xnew: Tensor, full_cov: bool = False, chunk_size: int | None = None
     ) -> tuple[Tensor, Tensor]:
         """Predictive mean and variance (or covariance) of noisy observations y*."""
+        if self.noise_variance.dim() > 0:
+            raise ValueError("the noise of this posterior differs per training point: add the "
+                             "noise of the new points to predict_f's variance yourself (the "
+                             "models' predict(..., noise_variance=...) does)")
         mean, var = self.predict_f(Xnew, full_cov, chunk_size)
         if full_cov:
             eye = torch.eye(var.shape[0], dtype=var.dtype, device=var.device)

@@ -1,7 +1,16 @@
-"""Checks on user input: clear `ValueError`/`TypeError`s that name the argument, never a NaN."""
+"""Checks on user input: clear `ValueError`/`TypeError`s that name the argument, never a NaN.
+
+`as_tensor` is the one place where user data become tensors: numpy arrays, lists, torch
+tensors and pandas DataFrames/Series (numeric columns; missing values become NaN, which the
+finiteness checks then refuse). pandas is optional and never imported here: an object can only
+be a pandas one if the user's program has loaded pandas. Column names travel separately
+(`column_names`, `check_columns`): the models keep those of a DataFrame X as `feature_names`.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +40,8 @@ def as_tensor(
             raise ValueError(f"{name} is on {x.device} but the model is on {device}; move it with .to()")
         t = x.detach().contiguous()  # one memory layout: results do not depend on strides
         return t if t.is_floating_point() else t.to(dtype or DEFAULT_DTYPE)
+    if _pandas_kind(x) is not None:
+        x = _pandas_values(x, name)
     try:
         arr = np.asarray(x)
     except Exception as err:  # ragged lists and the like
@@ -42,6 +53,108 @@ def as_tensor(
 
 
 _INT_TYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
+
+
+def _pandas_kind(x: Any) -> str | None:
+    """"frame" for a pandas DataFrame, "series" for a Series, else None (without importing
+    pandas: if the program has not loaded it, x is not a pandas object)."""
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return None
+    if isinstance(x, getattr(pd, "DataFrame", ())):
+        return "frame"
+    if isinstance(x, getattr(pd, "Series", ())):
+        return "series"
+    return None
+
+
+def is_dataframe(x: Any) -> bool:
+    return _pandas_kind(x) == "frame"
+
+
+def _pandas_values(x: Any, name: str) -> np.ndarray:
+    """A DataFrame [N, D] or Series [N] as float64, missing values (NaN, None, pd.NA) as NaN.
+
+    Numeric and boolean columns only (nullable `Int64`/`Float64`/`boolean` included); a clear
+    ValueError names the others (strings, categories, dates, objects, complex numbers).
+    """
+    dtypes = list(x.dtypes.items()) if _pandas_kind(x) == "frame" else [(x.name, x.dtype)]
+    bad = [(column, dt) for column, dt in dtypes if getattr(dt, "kind", "O") not in "fiub"]
+    if bad:
+        listed = ", ".join(f"{column!r} ({dt})" for column, dt in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        what = (f"{name} has non-numeric column(s) {listed}{more}" if _pandas_kind(x) == "frame"
+                else f"{name} is a pandas Series of non-numeric dtype {bad[0][1]}")
+        raise ValueError(f"{what}: convert them to numbers (e.g. pd.to_numeric, or one-hot "
+                         "encode categories) or drop them")
+    values = x.to_numpy(dtype=np.float64, na_value=np.nan)
+    return values if values.flags.writeable else values.copy()  # copy-on-write pandas: read-only
+
+
+def column_names(X: Any) -> list[str] | None:
+    """The column names of a DataFrame when all of them are strings (as scikit-learn keeps
+    them); None for anything else (arrays, tensors, a DataFrame with integer column labels)."""
+    if not is_dataframe(X):
+        return None
+    names = list(X.columns)
+    return names if names and all(isinstance(c, str) for c in names) else None
+
+
+def check_feature_names(names: Sequence[str] | None, num_features: int,
+                        name: str = "feature_names") -> list[str] | None:
+    """None, or `num_features` distinct strings (one per input column) as a list."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(c, str) for c in names):
+        raise TypeError(f"{name} must be a list of strings (one per input column) or None; "
+                        f"got {names!r}")
+    names = list(names)
+    if len(names) != num_features:
+        raise ValueError(f"{name} has {len(names)} names but there are {num_features} input "
+                         "columns")
+    duplicates = sorted({c for c in names if names.count(c) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate names {duplicates} in {name}; rename them")
+    return names
+
+
+def check_columns(X: Any, expected: list[str] | None, name: str = "Xnew") -> None:
+    """A DataFrame X must have exactly the columns `expected` (the names the model was fitted
+    with), in that order, as scikit-learn requires; arrays, tensors and models fitted without
+    names are not checked (columns are then taken by position)."""
+    if expected is None or not is_dataframe(X):
+        return
+    got = list(X.columns)
+    if got == expected:
+        return
+    missing = [c for c in expected if c not in got]
+    unexpected = [c for c in got if c not in expected]
+    if not missing and not unexpected:
+        problem = "the same columns in a different order"
+    else:
+        problem = "; ".join(part for part in (
+            f"missing {_short(missing)}" if missing else "",
+            f"unexpected {_short(unexpected)}" if unexpected else "",
+        ) if part)
+    frame = name if name.isidentifier() else "X"
+    raise ValueError(f"{name} has columns {_short(got)} but the model was fitted on "
+                     f"{_short(expected)} ({problem}); select them with "
+                     f"{frame}[model.feature_names], or pass a numpy array to take columns by "
+                     "position")
+
+
+def _short(names: list[Any], limit: int = 8) -> str:
+    return repr(names) if len(names) <= limit else f"{names[:limit]!r} (+{len(names) - limit})"
+
+
+def check_same_rows(X: Any, y: Any) -> None:
+    """X and y as pandas objects must share their index: rows are paired by position (as in
+    scikit-learn), so two different indexes would pair rows that pandas would not."""
+    if _pandas_kind(X) is None or _pandas_kind(y) is None or X.index.equals(y.index):
+        return
+    raise ValueError("X and y have different pandas indexes; rows are paired by position, not "
+                     "by label: align them first (e.g. y = y.loc[X.index]) or pass "
+                     "y.to_numpy()")
 
 
 def check_finite(t: Tensor, name: str) -> Tensor:
@@ -61,7 +174,8 @@ def as_inputs(
     """A finite 2-D input matrix [N, D] (N ≥ 1)."""
     t = as_tensor(X, name, dtype=dtype, device=device)
     if t.dim() != 2:
-        hint = f" (use {name}.reshape(-1, 1) for a single input dimension)" if t.dim() == 1 else ""
+        fix = "to_frame()" if _pandas_kind(X) == "series" else "reshape(-1, 1)"
+        hint = f" (use {name}.{fix} for a single input dimension)" if t.dim() == 1 else ""
         raise ValueError(f"{name} must be 2-D [N, D]; got {_describe(t)}{hint}")
     if t.shape[0] == 0 or t.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {tuple(t.shape)}")

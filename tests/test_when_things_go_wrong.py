@@ -280,7 +280,7 @@ def test_cli_features_out_and_number_of_inducing_points(tmp_path, capsys, monkey
     # --features: the other (non-numeric) column is never parsed
     assert main(["fit", str(tmp_path / "d.csv"), "--target", "y", "--features", "a,b", "-M", "5",
                  "--maxiter", "20", "--out", str(out)]) == 0
-    assert sg.load(out).metadata["features"] == ["a", "b"]
+    assert sg.load(out).feature_names == ["a", "b"]
     capsys.readouterr()
     # an M the data cannot give is refused like the API refuses it
     assert main(["fit", str(tmp_path / "d.csv"), "--target", "y", "--features", "a,b",

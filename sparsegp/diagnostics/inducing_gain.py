@@ -101,7 +101,7 @@ def _terms(view: RegressionView, feature: Any) -> ObjectiveTerms:
     p = view.problem._replace(feature=feature, compute_dtype=None)
     with torch.no_grad():
         _, _, stats = factor_and_statistics(p)
-        fit, complexity, trace = family_terms(stats, solve(stats), p.noise, p.fam)
+        fit, complexity, trace = family_terms(stats, solve(stats))
     return ObjectiveTerms(float(fit), float(complexity) + view.offset, float(trace))
 
 
@@ -111,8 +111,8 @@ def inducing_gain(model: Any, candidates: Any) -> InducingGain:
     Shapes: candidates [C, D] in the units of X. Nothing is refitted: the hyperparameters and
     the other inducing variables stay as they are; the model's inducing variables may be any
     feature (the added one is a function value f(z), whose covariances with them are
-    `Kuf(feature, z)`). For VFE and DTC the vectorised rank-one formula (module docstring;
-    Bauer et al. 2016, van der Wilk 2018 App. B) costs O(C·N·M + N·M²) time and
+    `Kuf(feature, z)`). For VFE and DTC with one noise variance the vectorised rank-one
+    formula (module docstring; Bauer et al. 2016, van der Wilk 2018 App. B) costs O(C·N·M + N·M²) time and
     O(B·C + C·M + M²) memory, streamed over chunks of the data. FITC and Power EP change the
     per-point effective noise λ_n as well (not a rank-one update), so they are evaluated by
     brute force: the objective recomputed with M + 1 inducing variables for every candidate,
@@ -120,7 +120,7 @@ def inducing_gain(model: Any, candidates: Any) -> InducingGain:
     """
     view = _view(model)
     Zc = view.internal(candidates)
-    if view.problem.fam.mode in ("vfe", "dtc"):
+    if view.problem.fam.mode in ("vfe", "dtc") and view.problem.noise.dim() == 0:
         fit, complexity, trace = _rank_one_gain(view, Zc)
         method = "rank-one"
     else:

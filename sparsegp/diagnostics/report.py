@@ -162,12 +162,13 @@ def diagnose(
     p, offset, noise = view.problem, view.offset, view.noise.detach()
     with torch.no_grad():
         y_var = float(view.y.var()) if view.num_data > 1 else 0.0
-        noise_ratio = float(noise) / y_var if y_var > 0 else float("inf")
+        noise_ratio = float(noise.mean()) / y_var if y_var > 0 else float("inf")
         if p is not None:
             # one pass over the data gives both bounds at the model's inducing variables
-            _, _, vfe = factor_and_statistics(p._replace(fam=VFE))
-            lower = float(family_objective(vfe, solve(vfe), noise, VFE)) + offset
-            upper = float(upper_bound_from_statistics(vfe, noise)) + offset
+            vp = p._replace(fam=VFE, blocks=None)
+            L, _, vfe = factor_and_statistics(vp)
+            lower = float(family_objective(vfe, solve(vfe))) + offset
+            upper = float(upper_bound_from_statistics(vfe, vp, L)) + offset
             objective = lower if p.fam.mode == "vfe" else float(collapsed_objective(p)) + offset
             tight, tight_m = _tight_upper_bound(view, extra_inducing)
             exact = None

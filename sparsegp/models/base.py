@@ -40,7 +40,17 @@ from ..parameters import Parameterised
 from ..posteriors import Posterior
 from ..registry import Registered, Registry
 from ..training import FitResult, fit_lbfgsb
-from ..validation import ScaleWarning, as_inputs, input_scale_problems, model_device, model_dtype
+from ..validation import (
+    ScaleWarning,
+    as_inputs,
+    check_columns,
+    check_feature_names,
+    check_same_rows,
+    column_names,
+    input_scale_problems,
+    model_device,
+    model_dtype,
+)
 from .classes import MODELS
 from .persistence import save_model
 
@@ -98,6 +108,9 @@ class Model(Registered, Parameterised, ABC):
         super().__init__()
         dtype = model_dtype(X, y, dtype)
         device = model_device(X, y)
+        check_same_rows(X, y)
+        names = column_names(X)  # a DataFrame's columns; inducing inputs given as one must match
+        check_columns(arguments.get("inducing_points"), names, "inducing_points")
         X = as_inputs(X, "X", dtype=dtype, device=device).to(PARAMETER_DTYPE)
         # With data sharded over processes, moments and counts are those of all shards.
         x_mean, x_std = self._moments(X)
@@ -113,7 +126,8 @@ class Model(Registered, Parameterised, ABC):
         y, target_buffers, target_config = self._prepare_targets(y, X.shape[0], device, parts,
                                                                  **arguments)
         config.update(target_config, dtype=str(dtype).replace("torch.", ""),
-                      input_dim=X.shape[1], num_data=num_data)
+                      input_dim=X.shape[1], num_data=num_data,
+                      feature_names=check_feature_names(names, X.shape[1], "the columns of X"))
         problems += self._target_scale_problems(y, target_buffers, **arguments)
         if problems:
             warnings.warn(f"{type(self).__name__}: badly scaled data: {'; '.join(problems)}",
@@ -122,7 +136,10 @@ class Model(Registered, Parameterised, ABC):
         self.to(device)
         with torch.no_grad():
             for name, value in {"x_shift": x_shift, "x_scale": x_scale, **target_buffers}.items():
-                getattr(self, name).copy_(value)
+                if getattr(self, name) is None:  # data-sized, declared empty by _build
+                    setattr(self, name, value.to(device))
+                else:
+                    getattr(self, name).copy_(value)
         self.X, self.y = X, y
         try:
             self._initialise(**arguments)
@@ -214,6 +231,19 @@ class Model(Registered, Parameterised, ABC):
         return self.x_shift.shape[0]
 
     @property
+    def feature_names(self) -> list[str] | None:
+        """The names of the D input columns: those of a DataFrame X (or set here), else None.
+
+        Saved with the model; a DataFrame passed for prediction must have exactly these
+        columns in this order (a numpy array is taken by position)."""
+        names = self._config.get("feature_names")
+        return None if names is None else list(names)
+
+    @feature_names.setter
+    def feature_names(self, names: Any) -> None:
+        self._config["feature_names"] = check_feature_names(names, self.input_dim)
+
+    @property
     def dtype(self) -> torch.dtype:
         """The dtype of the heavy work and of the outputs (parameters are float64)."""
         return self._dtype
@@ -271,6 +301,7 @@ class Model(Registered, Parameterised, ABC):
         self._cache = (post, state_key(self))
 
     def _internal_inputs(self, Xnew: Any, name: str = "Xnew") -> Tensor:
+        check_columns(Xnew, self.feature_names, name)
         X = as_inputs(Xnew, name, num_features=self.input_dim, dtype=self.dtype, device=self.device)
         return (X.to(PARAMETER_DTYPE) - self.x_shift) / self.x_scale
 
@@ -295,6 +326,17 @@ class Model(Registered, Parameterised, ABC):
     @abstractmethod
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
         """The posterior from the tensors `Posterior.state()` saved."""
+
+    def summary(self, labels: dict[str, list[str]] | None = None) -> str:
+        """The table of `Parameterised.summary`; with `feature_names`, per-input parameters
+        of the kernel and the mean (ARD lengthscales, linear weights: one value per column)
+        are listed by column name."""
+        names = self.feature_names
+        if labels is None and names is not None:
+            labels = {name: names for name, value, *_ in self.named_values()
+                      if name.split(".")[0] in ("kernel", "mean") and value.dim() == 1
+                      and value.shape[0] == len(names)}
+        return super().summary(labels)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(N={self._num_data}, D={self.input_dim})\n{self.summary()}"

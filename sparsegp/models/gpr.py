@@ -26,25 +26,25 @@ class GPR(GPModel):
 
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, noise_variance: Any = None, *,
-        mean: Any = None, jitter: float = 0.0, standardize_X: bool = False,
-        standardize_y: bool = False, dtype: torch.dtype | None = None,
+        noise_groups: Any = None, mean: Any = None, jitter: float = 0.0,
+        standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
-                         noise_variance=noise_variance, mean=mean, jitter=jitter,
-                         standardize_y=standardize_y)
+                         noise_variance=noise_variance, noise_groups=noise_groups, mean=mean,
+                         jitter=jitter, standardize_y=standardize_y)
 
     def _residual(self) -> Tensor:
         return self.y - self.mean(self.X)
 
     def _objective(self) -> Tensor:
         K = self.kernel.K(self.X)
-        return exact_log_marginal_likelihood(K, self._residual(), self.value("noise_variance"),
+        return exact_log_marginal_likelihood(K, self._residual(), self.noise_rows(),
                                              self.jitter)
 
     def _build_posterior(self) -> ExactPosterior:
-        f = exact_factors(self.kernel.K(self.X), self._residual(), self.value("noise_variance"),
+        f = exact_factors(self.kernel.K(self.X), self._residual(), self.noise_rows(),
                           self.jitter)
-        return ExactPosterior(self.kernel, self.X, f.L, f.a, self.value("noise_variance"), f.jitter,
+        return ExactPosterior(self.kernel, self.X, f.L, f.a, self.noise_rows(), f.jitter,
                               self.prior_mean())
 
     def _restore_posterior(self, saved: dict[str, Any]) -> ExactPosterior:

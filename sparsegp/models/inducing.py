@@ -16,7 +16,7 @@ from ..features.patches import InducingPatches, MultiChannelPatches
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel, Sum
 from ..kernels.convolutional import Convolutional
-from ..validation import as_inputs
+from ..validation import as_inputs, check_columns
 
 DEFAULT_NUM_INDUCING = 100
 
@@ -105,6 +105,7 @@ class InducingMixin:
 
     @inducing_points.setter
     def inducing_points(self, Z: Any) -> None:
+        check_columns(Z, self.feature_names, "inducing_points")
         Z = as_inputs(Z, "inducing_points", num_features=self.input_dim, device=self.device)
         current = self.feature.locations()
         if current is not None and Z.shape != current.shape:

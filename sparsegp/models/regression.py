@@ -13,6 +13,7 @@ from ..config import NOISE_FLOOR, PARAMETER_DTYPE
 from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
 from ..distributed import is_distributed
 from ..means import Zero, as_mean
+from ..objectives.blocks import label_codes
 from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value
 from ..training import FitResult
@@ -28,13 +29,18 @@ class GPModel(Model):
     """
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
-                         standardize_y: bool = False, **arguments: Any
+                         standardize_y: bool = False, noise_variance: Any = None,
+                         noise_groups: Any = None, **arguments: Any
                          ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         y = as_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
         y_mean, y_std = self._moments(y)
         shift = y_mean if standardize_y else torch.zeros_like(y_mean)
         scale = nonzero(y_std) if standardize_y else torch.ones_like(y_std)
-        return (y - shift) / scale, {"y_shift": shift, "y_scale": scale}, {}
+        buffers = {"y_shift": shift, "y_scale": scale}
+        noise, codes = noise_structure(noise_variance, noise_groups, n)
+        if codes is not None:
+            buffers["noise_codes"] = codes
+        return (y - shift) / scale, buffers, {"noise": noise}
 
     def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *,
                                standardize_y: bool = False, mean: Any = None, **arguments: Any
@@ -47,28 +53,58 @@ class GPModel(Model):
         super()._build(config, parts)
         self.register_buffer("y_shift", torch.zeros((), dtype=PARAMETER_DTYPE))
         self.register_buffer("y_scale", torch.ones((), dtype=PARAMETER_DTYPE))
-        self._add_positive("noise_variance", 1.0, NOISE_FLOOR)
+        # σ² (one), or one per group of points (`noise_groups`), or one per point (known,
+        # heteroscedastic: frozen); `noise_codes` [N] maps points to them
+        noise = config.get("noise") or {}
+        count = len(noise["groups"]) if "groups" in noise else noise.get("points", 0)
+        self._add_positive("noise_variance", torch.ones(count) if count else 1.0, NOISE_FLOOR)
+        self.register_buffer("noise_codes", None, persistent=False)
+        if "points" in noise:
+            self.freeze("noise_variance")
 
     def _initialise(self, *, noise_variance: Any = None, **arguments: Any) -> None:
         super()._initialise(**arguments)
         with torch.no_grad():
             sv = signal_variance(self.y - self.mean(self.X))
         self.kernel.initialise_from_data(self.X, sv)
-        self.set_value("noise_variance",
-                       sv / 10.0 if noise_variance is None else self._noise_to_internal(noise_variance))
+        shape = self.value("noise_variance").shape
+        value = (torch.full(shape, sv / 10.0, dtype=PARAMETER_DTYPE) if noise_variance is None
+                 else self._noise_to_internal(noise_variance))
+        self.set_value("noise_variance", torch.as_tensor(value, dtype=PARAMETER_DTYPE)
+                       .expand(shape).clone())
 
     def _noise_to_internal(self, value: Any) -> Any:
+        shape = tuple(self.value("noise_variance").shape)
         try:
-            v = torch.as_tensor(value, dtype=PARAMETER_DTYPE)
+            v = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=PARAMETER_DTYPE)
         except (TypeError, ValueError, RuntimeError):
             v = None
-        if v is None or v.dim() != 0 or not bool(torch.isfinite(v)) or float(v) <= NOISE_FLOOR:
-            raise ValueError(f"noise_variance must be a finite number > {NOISE_FLOOR:g}; got {value!r}")
-        return float(v) / float(self.y_scale) ** 2
+        what = "a finite number" if not shape else f"a number or {shape[0]} numbers"
+        if (v is None or v.dim() > 1 or (v.dim() == 1 and tuple(v.shape) != shape)
+                or not bool(torch.isfinite(v).all()) or bool((v <= NOISE_FLOOR).any())):
+            raise ValueError(f"noise_variance must be {what} > {NOISE_FLOOR:g}; got "
+                             f"{_short(value)}")
+        return v / float(self.y_scale) ** 2
+
+    def noise_rows(self) -> Tensor:
+        """σ² (a scalar) or σ²_n of every data point [N], internal units, differentiable."""
+        noise = self.value("noise_variance")
+        return noise if self.noise_codes is None else noise[self.noise_codes]
 
     @property
-    def noise_variance(self) -> float:
-        """Gaussian noise variance σ², in the units of y."""
+    def heteroscedastic(self) -> bool:
+        """True when the noise differs per point or per group of points."""
+        return self.value("noise_variance").dim() > 0
+
+    @property
+    def noise_groups(self) -> list | None:
+        """The noise groups' labels (in the order of `noise_variance`), or None."""
+        return (self._config.get("noise") or {}).get("groups")
+
+    @property
+    def noise_variance(self) -> Any:
+        """Gaussian noise variance σ² in the units of y: a float, or an array with one value per
+        noise group (`noise_groups`) or per data point (known heteroscedastic noise)."""
         return as_user_value(self.value("noise_variance")) * float(self.y_scale) ** 2
 
     @noise_variance.setter
@@ -108,9 +144,11 @@ class GPModel(Model):
             residual = self.y - self.mean(self.X)  # the diagnostics see the zero-mean GP
         if problem is not None:
             problem = problem._replace(y=residual, mean=None)
+        noise = self.noise_rows().detach()
+        user_noise = float(noise.mean()) * float(self.y_scale) ** 2  # the mean when it varies
         return RegressionView(type(self).__name__, self.kernel, self.X, residual,
-                              self.value("noise_variance").detach(), self.jitter,
-                              self._objective_offset(), self.noise_variance, self.x_shift,
+                              noise, self.jitter,
+                              self._objective_offset(), user_noise, self.x_shift,
                               self.x_scale, problem,
                               self.shards_data and is_distributed())
 
@@ -125,24 +163,90 @@ class GPModel(Model):
         """
         return diagnose(self, **kwargs)
 
-    def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False
+    def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False, *,
+                noise_variance: Any = None, noise_groups: Any = None
                 ) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean [N*] and variance [N*] (or covariance [N*, N*]) at Xnew [N*, D].
 
-        Latent f* by default; `include_noise=True` gives the predictive of noisy y*.
-        Returned as numpy arrays in the units of y.
+        Latent f* by default; `include_noise=True` gives the predictive of noisy y*. A model
+        whose noise differs per point needs the noise of the new points then: their known
+        `noise_variance` (a number or [N*], units of y), or their `noise_groups` labels (for a
+        model fitted with `noise_groups`). Returned as numpy arrays in the units of y.
         """
         Xs = self._internal_inputs(Xnew)
         post = self.posterior()
         with torch.no_grad():
-            mean, var = (post.predict_y if include_noise else post.predict_f)(Xs, full_cov)
+            mean, var = post.predict_f(Xs, full_cov)
+            if include_noise:
+                noise = self._new_noise(Xs.shape[0], noise_variance, noise_groups).to(var.dtype)
+                var = var + (torch.diag_embed(noise.expand(Xs.shape[0])) if full_cov else noise)
         s = self.y_scale
         return self._output(mean * s + self.y_shift, var * s * s)
+
+    def _new_noise(self, n: int, noise_variance: Any, noise_groups: Any) -> Tensor:
+        """σ² at n new points, internal units: the model's, or the given values or groups."""
+        if noise_variance is not None and noise_groups is not None:
+            raise ValueError("give noise_variance or noise_groups for the new points, not both")
+        if noise_groups is not None:
+            if self.noise_groups is None:
+                raise ValueError("noise_groups: this model has no noise groups")
+            index = {g: i for i, g in enumerate(self.noise_groups)}
+            labels = np.asarray(noise_groups).reshape(-1).tolist()
+            unknown = [g for g in labels if g not in index]
+            if len(labels) != n or unknown:
+                raise ValueError(f"noise_groups must be {n} labels of the fitted groups "
+                                 f"{self.noise_groups}; got {len(labels)} labels"
+                                 + (f", unknown {unknown[:3]}" if unknown else ""))
+            codes = torch.as_tensor([index[g] for g in labels], device=self.device)
+            return self.value("noise_variance").detach()[codes]
+        if noise_variance is not None:
+            v = torch.as_tensor(np.asarray(noise_variance, dtype=np.float64), dtype=PARAMETER_DTYPE,
+                                device=self.device)
+            if v.dim() > 1 or (v.dim() == 1 and v.shape[0] != n) or not bool(
+                    (torch.isfinite(v) & (v > 0)).all()):
+                raise ValueError(f"noise_variance of the new points must be a positive number or "
+                                 f"{n} of them; got {_short(noise_variance)}")
+            return v / float(self.y_scale) ** 2
+        if self.heteroscedastic:
+            raise ValueError("this model's noise differs per point: predicting noisy y* needs "
+                             "the noise of the new points (noise_variance=..., or noise_groups="
+                             "... for a model fitted with noise_groups)")
+        return self.value("noise_variance").detach()
 
     def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance of the latent f* (numpy)."""
         return self.predict(Xnew, full_cov)
 
-    def predict_y(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of noisy observations y* (numpy)."""
-        return self.predict(Xnew, full_cov, include_noise=True)
+    def predict_y(self, Xnew: Any, full_cov: bool = False, **noise: Any
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of noisy observations y* (numpy); `noise` as in `predict`."""
+        return self.predict(Xnew, full_cov, include_noise=True, **noise)
+
+    def data_extras(self) -> dict[str, Tensor]:
+        """The noise group (or point) of every data point, saved with the data."""
+        return {} if self.noise_codes is None else {"noise_codes": self.noise_codes}
+
+
+def noise_structure(noise_variance: Any, noise_groups: Any, n: int
+                    ) -> tuple[dict[str, Any], Tensor | None]:
+    """The noise's config entry and the code of every point: {} and None for one σ²;
+    {"groups": labels} for one σ² per group of `noise_groups`; {"points": n} for known
+    per-point noise (`noise_variance` an array of n values)."""
+    if noise_groups is not None:
+        labels, codes = label_codes(noise_groups, n, "noise_groups")
+        return {"groups": labels.tolist()}, torch.as_tensor(codes, dtype=torch.long)
+    try:
+        shape = np.shape(noise_variance)
+    except (TypeError, ValueError):
+        shape = ()
+    if len(shape) == 0:
+        return {}, None
+    if shape != (n,):
+        raise ValueError(f"noise_variance must be a number or one value per data point "
+                         f"({n},); got shape {shape}")
+    return {"points": n}, torch.arange(n)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

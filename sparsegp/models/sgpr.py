@@ -55,13 +55,15 @@ class SGPR(InducingMixin, GPModel):
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
         approximation: str = "vfe", alpha: Any = None, noise_variance: Any = None, *,
-        blocks: Any = None, mean: Any = None, jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
+        blocks: Any = None, noise_groups: Any = None, mean: Any = None,
+        jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0,
         standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          inducing_points=inducing_points, approximation=approximation,
-                         alpha=alpha, noise_variance=noise_variance, blocks=blocks, mean=mean,
+                         alpha=alpha, noise_variance=noise_variance, noise_groups=noise_groups,
+                         blocks=blocks, mean=mean,
                          jitter=jitter,
                          chunk_size=chunk_size, compute_dtype=compute_dtype,
                          inducing_init=inducing_init, seed=seed, standardize_y=standardize_y)
@@ -126,8 +128,10 @@ class SGPR(InducingMixin, GPModel):
         return None if b is None else {"labels": list(b["labels"]), "alpha": list(b["alpha"])}
 
     def data_extras(self) -> dict[str, Tensor]:
-        """The block code of every point (block Power EP), saved with the data."""
-        return {} if self.block_codes is None else {"block_codes": self.block_codes}
+        """The block code of every point (block Power EP) and the noise codes, saved with the
+        data."""
+        extras = super().data_extras()
+        return extras if self.block_codes is None else {**extras, "block_codes": self.block_codes}
 
     def _block_partition(self) -> Blocking | None:
         codes = self.block_codes
@@ -143,7 +147,7 @@ class SGPR(InducingMixin, GPModel):
         noise, family member and evaluation options — what diagnostics work on."""
         self._require_data()
         return CollapsedProblem(self.kernel, self.feature, self.X, self.y,
-                                self.value("noise_variance"), self._family, self.jitter,
+                                self.noise_rows(), self._family, self.jitter,
                                 self.chunk_size, self.compute_dtype, self._block_partition(),
                                 self.prior_mean())
 
@@ -158,7 +162,7 @@ class SGPR(InducingMixin, GPModel):
 
     def _build_posterior(self) -> SparsePosterior:
         L, q, used = posterior_q(self.collapsed_problem())
-        return SparsePosterior(self.kernel, self.feature, L, q, self.value("noise_variance"), used,
+        return SparsePosterior(self.kernel, self.feature, L, q, self.noise_rows(), used,
                                self.prior_mean())
 
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:

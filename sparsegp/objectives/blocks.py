@@ -12,9 +12,10 @@ The sums are those of the point-wise family with β_n a_n a_nᵀ replaced by a_b
 and V_b = C_b⁻¹[a_bᵀ, y_b] ([|b|, M + 1]):
 
   [A c; cᵀ s_y] = Σ_b V_bᵀV_b,  s_loglam = Σ_b log|Λ_b|,  s_d = Σ_b tr D_b,
-  s_pen = Σ_b (1−α_b)/α_b · 2 Σ_i log([C_b]_ii / σ)
+  s_pen = Σ_b (1−α_b)/α_b · 2 Σ_i log([C_b]_ii / σ_i)
 
-(the last as a log of ratios near 1, so small α_b lose nothing to cancellation). Cost
+(the last as a log of ratios near 1, so small α_b lose nothing to cancellation). σ² may
+differ per point (Λ_b = α_b D_b + diag σ²_b): the noise is a column of the stream. Cost
 O(N·M² + Σ_b |b|³), memory O(chunk·M + M² + max_b |b|²): the data are sorted by block once
 and streamed in short runs of whole blocks; each run's Kff is formed once (its diagonal
 blocks gathered from it) and blocks of equal size are factorised as one batch. The
@@ -32,8 +33,7 @@ import torch
 from torch import Tensor
 
 from ..covariances import Kuf
-from ..kernels.base import Kernel
-from .streaming import Stream
+from .recomputed import RecomputedStream
 
 #: A run of blocks holds at most max(RUN_ROWS, RUN_BLOCKS × the largest block) rows: it forms
 #: its Kff whole (O(run²) kernel values, of which only Σ_b |b|² are used) and pays a fixed
@@ -107,30 +107,22 @@ def make_blocking(codes: Tensor, alpha: Tensor) -> Blocking:
     return Blocking(order, codes[order], alpha, tuple(int(s) for s in starts))
 
 
-class BlockPowerEPStream(Stream):
+class BlockPowerEPStream(RecomputedStream):
     """Σ over runs of whole blocks of ([A c; cᵀ s_y], s_loglam, s_d, s_pen) (module docstring);
-    the outputs are laid out as `PowerEPStream`'s."""
+    columns (X, y, block ids, α per row, σ² per row); outputs laid out as `PowerEPStream`'s."""
 
-    def __init__(self, feature: Any, kernel: Kernel, L: Tensor, noise: Tensor) -> None:
-        self.feature, self.kernel = feature, kernel
-        self.params = tuple(t for t in (*feature.parameters(), *kernel.parameters())
-                            if t.requires_grad)
-        self.inputs = (*self.params, L, noise)
-        self.M = feature.num_inducing
-        self.L, self.noise = L.detach(), noise.detach()
-
-    def _sums(self, Xb: Tensor, yb: Tensor, ids: Tensor, alpha: Tensor, L: Tensor,
-              noise: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One run's sums as a differentiable function of the kernel, feature, L and σ²."""
+    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, ids: Tensor, alpha: Tensor,
+             noise: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """One run's sums as a differentiable function of the kernel, feature, L, y and σ²."""
         M = self.M
         a = torch.linalg.solve_triangular(L, Kuf(self.feature, self.kernel, Xb).to(L.dtype),
                                           upper=False)
         AY = torch.cat([a, yb.to(L.dtype)[None]], 0)  # [M + 1, B]
+        noise = noise.to(L.dtype)
         sizes = torch.unique_consecutive(ids, return_counts=True)[1]
         starts = torch.cumsum(sizes, 0) - sizes
         AA = L.new_zeros(M + 1, M + 1)
         log_det = d_sum = pen = L.new_zeros(())
-        log_noise = torch.log(noise)
         # the run's Kff once (runs are short: `RUN_ROWS`), its diagonal blocks gathered
         Kff = self.kernel.K(Xb).to(L.dtype) if int(sizes.max()) > 1 else None
         for s in torch.unique(sizes).tolist():
@@ -142,54 +134,23 @@ class BlockPowerEPStream(Stream):
             D = Kbb - ab @ ab.mT
             D = 0.5 * (D + D.mT)
             al = alpha[first].to(L.dtype)[:, None, None]
-            eye = torch.eye(s, dtype=L.dtype, device=L.device)
-            C, info = torch.linalg.cholesky_ex(al * D + noise * eye)
+            S = torch.diag_embed(noise[rows])  # [nb, s, s]: σ² of each point on the diagonal
+            C, info = torch.linalg.cholesky_ex(al * D + S)
             if bool((info > 0).any()):  # D indefinite beyond −σ²/α by rounding: its PSD part
                 bad = torch.nonzero(info > 0)[:, 0]
                 w, U = torch.linalg.eigh(D[bad])
                 D = D.index_put((bad,), (U * w.clamp_min(0.0)[:, None, :]) @ U.mT)
-                C = torch.linalg.cholesky(al * D + noise * eye)
+                C = torch.linalg.cholesky(al * D + S)
             V = torch.linalg.solve_triangular(C, AY[:, rows].permute(1, 2, 0), upper=False)
             Vf = V.reshape(-1, M + 1)
             AA = AA + Vf.mT @ Vf
+            # log|Λ_b| − log|S_b| = log|I + α S^{-1/2} D S^{-1/2}|, as logs of ratios near 1
             per_block = 2.0 * torch.log(torch.diagonal(C, dim1=-2, dim2=-1)
-                                        / torch.sqrt(noise)).sum(-1)  # log|I + αD/σ²|
-            log_det = log_det + per_block.sum() + rows.numel() * log_noise
+                                        / torch.sqrt(noise[rows])).sum(-1)
+            log_det = log_det + per_block.sum() + torch.log(noise[rows]).sum()
             d_sum = d_sum + torch.diagonal(D, dim1=-2, dim2=-1).sum()
             pen = pen + ((1.0 - al[:, 0, 0]) / al[:, 0, 0] * per_block).sum()
         return AA, log_det, d_sum, pen
-
-    def zeros(self) -> list[Tensor]:
-        z = self.L.new_zeros
-        return [z(self.M + 1, self.M + 1), z(()), z(()), z(())]
-
-    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, ids: Tensor, alpha: Tensor) -> None:
-        for total, part in zip(acc, self._sums(Xb, yb, ids, alpha, self.L, self.noise)):
-            total.add_(part)
-
-    def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
-        AA, M = acc[0], self.M
-        return AA[:M, :M].clone(), AA[M, :M].clone(), AA[M, M].clone(), acc[1], acc[2], acc[3]
-
-    def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, ids: Tensor, alpha: Tensor,
-                   grads: Sequence[Tensor]) -> Tensor | None:
-        gA, gc, gsy, gsl, gsd, gsp = grads
-        with torch.enable_grad():
-            L = self.L.clone().requires_grad_(self.inputs[-2].requires_grad)
-            noise = self.noise.clone().requires_grad_(self.inputs[-1].requires_grad)
-            y = yb.detach().clone().requires_grad_(self.want_y)
-            AA, log_det, d_sum, pen = self._sums(Xb, y, ids, alpha, L, noise)
-            M = self.M
-            total = ((AA[:M, :M] * gA).sum() + AA[M, :M] @ gc + AA[M, M] * gsy
-                     + log_det * gsl + d_sum * gsd + pen * gsp)
-            leaves = (*self.params, L, noise, y)
-            wrt = [t for t in leaves if t.requires_grad]
-            found = dict(zip(map(id, wrt), torch.autograd.grad(total, wrt, allow_unused=True)))
-        for i, t in enumerate(leaves[:-1]):
-            g = found.get(id(t))
-            if g is not None and gacc[i] is not None:
-                gacc[i].add_(g)
-        return found.get(id(y)) if self.want_y else None
 
 
 def block_alpha(alpha: float | Sequence[float] | Tensor, num_blocks: int) -> Tensor:

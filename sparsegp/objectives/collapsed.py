@@ -29,6 +29,7 @@ from ..kernels.base import Kernel
 from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower
 from ..means import Mean
 from .blocks import Blocking, BlockPowerEPStream
+from .heteroscedastic import PointNoiseStream
 from .statistics import PowerEPStream, WhitenedStream
 from .streaming import streamed_sum
 
@@ -130,25 +131,30 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype)
     n = int(global_sum(p.X.shape[0], p.X))
     y = targets(p)
+    per_point = p.noise.dim() == 1  # σ²_n: known heteroscedastic noise or one per group
     if p.blocks is not None:
         b = p.blocks
-        stream = BlockPowerEPStream(p.feature, p.kernel, L, p.noise)
+        noise = p.noise[b.order] if per_point else p.noise.expand(p.X.shape[0])
+        stream = BlockPowerEPStream(p.feature, p.kernel, L)
         sums = streamed_sum(stream, p.X[b.order], y[b.order], b.runs(size), b.ids,
-                            b.alpha.to(L.device)[b.ids])
+                            b.alpha.to(L.device)[b.ids], noise)
         return Statistics(*sums, n=n)
+    if per_point:
+        stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
+        return Statistics(*streamed_sum(stream, p.X, y, size, p.noise), n=n)
     if p.fam.mode == "pep":
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype)
         return Statistics(*streamed_sum(stream, p.X, y, size), n=n)
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
     Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype), p.X, y, size)
-    zero = torch.zeros((), dtype=Q.dtype, device=Q.device)
+    s_d = kd - torch.diagonal(Q).sum()
     return Statistics(
         A=Q / p.noise,
         c=r / p.noise,
         s_y=yy / p.noise,
         s_loglam=n * torch.log(p.noise),
-        s_d=kd - torch.diagonal(Q).sum(),
-        s_pen=zero,
+        s_d=s_d,
+        s_pen=s_d / p.noise if p.fam.mode == "vfe" else torch.zeros_like(s_d),  # trace term
         n=n,
     )
 
@@ -162,24 +168,18 @@ def solve(stats: Statistics) -> Solved:
     return Solved(L_B, e, stats.s_loglam + log_det_from_cholesky(L_B), stats.s_y - e @ e)
 
 
-def family_terms(stats: Statistics, solved: Solved, noise: Tensor, fam: Family
-                 ) -> tuple[Tensor, Tensor, Tensor]:
+def family_terms(stats: Statistics, solved: Solved) -> tuple[Tensor, Tensor, Tensor]:
     """F_α of MATH.md §2 in three terms (Bauer et al. 2016): data fit −½ yᵀΣ⁻¹y, complexity
-    −½ (N log 2π + log|Σ|), and the member's penalty (VFE's trace term, PEP's, 0 otherwise)."""
+    −½ (N log 2π + log|Σ|), and the member's penalty −½ s_pen (VFE's trace term Σ d_n/σ²_n,
+    PEP's (1−α)/α Σ log(1 + α d_n/σ²_n), 0 for DTC: the statistics carry it)."""
     data_fit = -0.5 * solved.quad
     complexity = -0.5 * (stats.n * LOG_2PI + solved.log_det)
-    if fam.mode == "vfe":
-        penalty = -0.5 * stats.s_d / noise  # Titsias' trace term
-    elif fam.mode == "pep":
-        penalty = -0.5 * stats.s_pen  # the (1−α)/α weights are in the sum
-    else:
-        penalty = torch.zeros_like(data_fit)
-    return data_fit, complexity, penalty
+    return data_fit, complexity, -0.5 * stats.s_pen
 
 
-def family_objective(stats: Statistics, solved: Solved, noise: Tensor, fam: Family) -> Tensor:
+def family_objective(stats: Statistics, solved: Solved) -> Tensor:
     """F_α of MATH.md §2 from the statistics: the sum of `family_terms`."""
-    data_fit, complexity, penalty = family_terms(stats, solved, noise, fam)
+    data_fit, complexity, penalty = family_terms(stats, solved)
     return data_fit + complexity + penalty
 
 
@@ -192,7 +192,7 @@ def factor_and_statistics(p: CollapsedProblem) -> tuple[Tensor, float, Statistic
 def collapsed_objective(p: CollapsedProblem) -> Tensor:
     """F_α of the problem's family member (MATH.md §2). Shape: []."""
     _, _, stats = factor_and_statistics(p)
-    return family_objective(stats, solve(stats), p.noise, p.fam)
+    return family_objective(stats, solve(stats))
 
 
 def posterior_q(p: CollapsedProblem) -> tuple[Tensor, WhitenedGaussian, float]:
@@ -213,16 +213,20 @@ def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
     """Upper bound on log p(y) (Titsias 2014; MATH.md §3), t = Σ_n d_n ≥ λ_max(Kff − Qff):
 
     U = −(N/2) log 2π − ½ log|Qff + σ²I| − ½ yᵀ(Qff + (t + σ²)I)⁻¹y (any family member's
-    problem: the bound uses the VFE statistics).
+    problem: the bound uses the VFE statistics; with a per-point noise Λσ replaces σ²I,
+    since Kff + Λσ ≼ Qff + Λσ + tI all the same).
     """
-    _, _, vfe = factor_and_statistics(p._replace(fam=VFE))
-    return upper_bound_from_statistics(vfe, p.noise)
+    vp = p._replace(fam=VFE, blocks=None)
+    L, _, vfe = factor_and_statistics(vp)
+    return upper_bound_from_statistics(vfe, vp, L)
 
 
-def upper_bound_from_statistics(vfe: Statistics, noise: Tensor) -> Tensor:
-    """The Titsias (2014) bound of `titsias_upper_bound` from the VFE statistics."""
+def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor) -> Tensor:
+    """The Titsias (2014) bound of `titsias_upper_bound` from the VFE statistics of `p`."""
     t = vfe.s_d.clamp_min(0.0)
-    # Same projections, weights 1/(t + σ²) for the quadratic term.
-    shrink = noise / (t + noise)
-    widened = vfe._replace(A=vfe.A * shrink, c=vfe.c * shrink, s_y=vfe.s_y * shrink)
+    if p.noise.dim() == 0:  # the same projections, weights 1/(t + σ²) for the quadratic term
+        shrink = p.noise / (t + p.noise)
+        widened = vfe._replace(A=vfe.A * shrink, c=vfe.c * shrink, s_y=vfe.s_y * shrink)
+    else:  # weights 1/(t + σ²_n): one more pass over the data
+        widened = statistics(p._replace(fam=family("dtc"), noise=p.noise + t, blocks=None), L)
     return -0.5 * (vfe.n * LOG_2PI + solve(vfe).log_det + solve(widened).quad)

@@ -19,9 +19,10 @@ class ExactFactors(NamedTuple):
 
 
 def exact_factors(K: Tensor, y: Tensor, noise_variance: Tensor, jitter: float = 0.0) -> ExactFactors:
-    """Factorise K + σ²I. Shapes: K [N, N], y [N]."""
-    eye = torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
-    L, used = jittered_cholesky(K + noise_variance * eye, jitter, name="K + σ²I")
+    """Factorise K + σ²I (or K + diag σ²_n for a noise per point [N]). Shapes: K [N, N], y [N]."""
+    if noise_variance.dim() == 0:
+        noise_variance = noise_variance.expand(K.shape[0])
+    L, used = jittered_cholesky(K + torch.diag_embed(noise_variance), jitter, name="K + σ²I")
     return ExactFactors(L, solve_lower(L, y), used)
 
 

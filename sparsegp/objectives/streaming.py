@@ -37,6 +37,7 @@ class Stream(ABC):
 
     inputs: tuple[Tensor, ...] = ()
     want_y: bool = False  # set by the backward pass: grad_chunk returns ∂y
+    want_columns: tuple[bool, ...] = ()  # the same for (y, *extra)
 
     @abstractmethod
     def zeros(self) -> list[Tensor]:
@@ -83,16 +84,21 @@ class _StreamedSum(torch.autograd.Function):
     def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:
         stream = ctx.stream
         grads = tuple(torch.zeros_like(g) if g is None else g for g in grads)
-        stream.want_y = bool(ctx.needs_input_grad[4])
-        gy = torch.zeros_like(ctx.columns[1]) if stream.want_y else None
+        # which of the columns after X (y, then the extras) want a gradient
+        stream.want_columns = tuple(bool(ctx.needs_input_grad[4 + j])
+                                    for j in range(1 + ctx.n_extra))
+        stream.want_y = stream.want_columns[0]
+        gcols = [torch.zeros_like(c) if w else None
+                 for c, w in zip(ctx.columns[1:], stream.want_columns)]
         gacc = stream.grad_zeros(grads)
         for s in ctx.chunks:
             g = stream.grad_chunk(gacc, *(c[s] for c in ctx.columns), grads)
-            if gy is not None:
-                gy[s] = g
+            for total, part in zip(gcols, (g,) if g is None or isinstance(g, Tensor) else g):
+                if total is not None and part is not None:
+                    total[s] = part
         result = stream.grad_finish(gacc, grads)
         distributed.all_reduce_([g for g in result if g is not None], "the gradient")
-        return (None, None, None, None, gy, *([None] * ctx.n_extra), *result)
+        return (None, None, None, None, *gcols, *result)
 
 
 def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[slice],
@@ -101,15 +107,15 @@ def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[sl
 
     `chunks` is a chunk size (consecutive chunks of that many rows) or the slices themselves
     (e.g. runs of whole blocks). `extra` per-row tensors are sliced like X and y and passed
-    to the stream's `add` and `grad_chunk` after them. y may require grad (targets minus a
-    trainable mean): the stream's `grad_chunk` then returns the chunk's ∂y.
+    to the stream's `add` and `grad_chunk` after them. y (targets minus a trainable mean) and
+    extra columns (e.g. a trainable per-point noise) may require grad: the stream's
+    `grad_chunk` then returns the chunk's ∂y, or a tuple of the gradients of (y, *extra).
     """
     if isinstance(chunks, int):
         if chunks < 1:
             raise ValueError(f"chunk_size must be a positive integer; got {chunks}")
         chunks = list(chunk_slices(X.shape[0], chunks))
-    if torch.is_grad_enabled() and (y.requires_grad
-                                    or any(t.requires_grad for t in stream.inputs)):
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (y, *extra, *stream.inputs)):
         return _StreamedSum.apply(stream, chunks, len(extra), X, y, *extra, *stream.inputs)
     with torch.no_grad():
         return _StreamedSum.forward(_NoContext(), stream, chunks, len(extra), X, y, *extra)
