@@ -67,9 +67,11 @@ def run(out_dir: str | Path = "bui2017-results", quick: bool = False,
         data_dir: str | Path | None = None, parts: Sequence[str] = PARTS, jobs: int = 1,
         log: Callable[[str], None] | None = print, progress: Log | None = stderr_log,
         retry_failed: bool = False, config: Config | None = None,
-        classification: ClassificationConfig | None = None) -> list[Path]:
+        classification: ClassificationConfig | None = None, report_only: bool = False
+        ) -> list[Path]:
     """Run the missing runs of `parts` into `out_dir` and write the report; return its files.
-    `config` replaces the FULL/QUICK grids (tests use it)."""
+    `config` replaces the FULL/QUICK grids (tests use it); `report_only` runs nothing and
+    rebuilds the report from the stored rows (e.g. while a long run is under way)."""
     cfg = config or (QUICK if quick else FULL)
     out = Path(out_dir)
     data = DEFAULT_DATA_DIR if data_dir is None else Path(data_dir)
@@ -86,7 +88,7 @@ def run(out_dir: str | Path = "bui2017-results", quick: bool = False,
              "regression": [] if missing else regression_tasks(cfg, data)}
     missing_cls = missing_classification(data, ccfg.datasets)
     grids["classification"] = [] if missing_cls else classification_tasks(ccfg, data)
-    todo = [t for p in PARTS if p in parts for t in grids[p]]
+    todo = [] if report_only else [t for p in PARTS if p in parts for t in grids[p]]
     ran, failed = execute(todo, store, data, jobs=jobs, progress=progress,
                           retry_failed=retry_failed)
     sections: list[Section] = []
@@ -143,6 +145,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    "--quick 25); a store keeps one setting")
     p.add_argument("--retry-failed", action="store_true",
                    help="run again the runs stored as failed (default: keep their rows)")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: rebuild the report from the stored rows")
     return p
 
 
@@ -156,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"--maxiter must be at least 1; got {args.maxiter}")
         cfg = replace(cfg, maxiter_synthetic=args.maxiter, maxiter_uci=args.maxiter)
     run(args.out, data_dir=args.data_dir, parts=parts, jobs=args.jobs,
-        retry_failed=args.retry_failed, config=cfg)
+        retry_failed=args.retry_failed, config=cfg, report_only=args.report_only)
     return 0
 
 

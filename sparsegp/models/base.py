@@ -39,6 +39,7 @@ from ..means import Mean, Zero, as_mean
 from ..parameters import Parameterised
 from ..posteriors import Posterior
 from ..registry import Registered, Registry
+from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..validation import (
     ScaleWarning,
@@ -277,8 +278,16 @@ class Model(Registered, Parameterised, ABC):
             callback: Any = None) -> FitResult:
         """Maximise the objective (+ log priors) with scipy L-BFGS-B; see `training.fit_lbfgsb`."""
         self._require_data()
-        return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress, callback=callback,
-                          lockstep=self.shards_data and is_distributed())
+        with threads_for(self.evaluation_work()):
+            return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
+                              callback=callback, lockstep=self.shards_data and is_distributed())
+
+    def evaluation_work(self) -> float:
+        """Flops of one objective evaluation, roughly (N·M² + M³ with M inducing variables,
+        N³ without): small problems train on one thread (`threads.threads_for`)."""
+        N = float(self.num_data)
+        M = float(getattr(self, "num_inducing", N))
+        return (N * M * M + M**3) * getattr(self.kernel, "evaluation_cost", 1)
 
     # -- posterior ------------------------------------------------------------------------
     @abstractmethod

@@ -18,6 +18,7 @@ from ..likelihoods.base import Likelihood
 from ..objectives import pep_classification as pep
 from ..objectives.collapsed import family, q_from_statistics
 from ..posteriors import SparsePosterior
+from ..threads import threads_for
 from ..training import FitResult
 from ..training import ep as schedules
 from ..validation import as_tensor, check_finite
@@ -140,7 +141,8 @@ class SGPC(InducingMixin, Model):
         """Damped parallel site sweeps (all sites, or the rows `batch`) until they stop changing;
         see `training.ep.site_sweeps`. Returns the sweeps run and updates skipped."""
         self._require_data()
-        return schedules.site_sweeps(self, max_sweeps, tol, batch)
+        with threads_for(self.evaluation_work()):
+            return schedules.site_sweeps(self, max_sweeps, tol, batch)
 
     def fit(self, maxiter: int = 20, tol: float = 1e-6, progress: bool | None = None,
             callback: Any = None, *, schedule: str = "full", inner_maxiter: int = 50,
@@ -155,11 +157,13 @@ class SGPC(InducingMixin, Model):
         """
         self._require_data()
         if schedule == "full":
-            return schedules.fit_full(self, maxiter, tol, progress, callback, inner_maxiter,
-                                      max_sweeps)
+            with threads_for(self.evaluation_work()):
+                return schedules.fit_full(self, maxiter, tol, progress, callback, inner_maxiter,
+                                          max_sweeps)
         if schedule == "stochastic":
-            return schedules.fit_stochastic(self, batch_size, epochs, lr, sweeps_per_batch, seed,
-                                            progress)
+            with threads_for(self.evaluation_work()):
+                return schedules.fit_stochastic(self, batch_size, epochs, lr, sweeps_per_batch,
+                                                seed, progress)
         raise ValueError(f"schedule must be 'full' or 'stochastic'; got {schedule!r}")
 
     # -- persistence ----------------------------------------------------------------------

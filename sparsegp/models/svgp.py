@@ -21,6 +21,7 @@ from ..likelihoods.base import Likelihood
 from ..objectives import svgp as objective
 from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective
 from ..posteriors import SparsePosterior
+from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
 from ..validation import as_tensor, check_finite
@@ -203,14 +204,19 @@ class SVGP(InducingMixin, Model):
         natgrad = natgrad and not self.mean_field
         if batch_size is None and data is None and isinstance(self.likelihood, Gaussian) \
                 and not is_distributed() and not self.mean_field:
-            res = fit_lbfgsb(_CollapsedBound(self), maxiter=maxiter, progress=progress,
-                             callback=callback)
+            with threads_for(self.evaluation_work()):
+                res = fit_lbfgsb(_CollapsedBound(self), maxiter=maxiter, progress=progress,
+                                 callback=callback)
             self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
             res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
             res.seconds = time.perf_counter() - start
             return res
-        return fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress, seed,
-                             callback)
+        B = float(min(self.num_data, batch_size or 256))
+        M = float(self.num_inducing)
+        cost = getattr(self.kernel, "evaluation_cost", 1)
+        with threads_for((B * M * M * self.num_latent + M**3) * cost):
+            return fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress,
+                                 seed, callback)
 
     def internal_batch(self, Xb: Any, yb: Any) -> tuple[Tensor, Tensor]:
         """A batch (X, y) in the user's units as the objective takes it."""

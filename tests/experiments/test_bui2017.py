@@ -129,6 +129,7 @@ def test_quick_run_stores_rows_reports_and_resumes_without_refitting(tmp_path, m
         assert png.read_bytes()[:8] == PNG and png.stat().st_size > 10_000, name
     # a second run does no fits and adds no rows, and rebuilds the same report
     calls = Counter(monkeypatch)
+    assert main(argv + ["--report-only"] + ([] if HAVE_UCI else ["--part", "synthetic"])) == 0
     bui2017.run(out, quick=True, parts=parts, log=None)
     assert calls.calls == [] and len(rows(out)) == total
     assert "this invocation ran 0 run(s)" in (out / "results.md").read_text()
