@@ -16,7 +16,7 @@ from sparsegp.cli import main
 
 from .conftest import make_problem
 
-pd = pytest.importorskip("pandas", reason="pandas is optional; these tests need it ([dev] extra)")
+pd = pytest.importorskip("pandas", reason="pandas is optional; these tests need it ([test] extra)")
 
 NAMES = ["age", "income"]
 

@@ -1,0 +1,269 @@
+"""scikit-learn estimators: `SparseGPRegressor` (SGPR, or GPR) and `SparseGPClassifier` (SGPC
+or SVGP), for pipelines, grid searches and cross-validation.
+
+An optional extra (`pip install "sparsegp[sklearn]"`): `import sparsegp` never imports
+scikit-learn, this module does. The estimators follow scikit-learn's conventions: the
+constructor stores its arguments unchanged, `fit(X, y)` builds and trains a sparsegp model
+(`model_`, a plain sparsegp model that `diagnostics()`, `save()` etc. work on) on copies of
+the kernel and mean, and every fitted attribute ends in an underscore. Shapes: X [N, D],
+y [N]; predictions [N*] (class probabilities [N*, C]).
+
+The library's `ApproximationWarning` and `ScaleWarning` given during `fit` are not raised
+(scikit-learn's model selection fits many candidates, most of them deliberately poor);
+their messages are kept in `fit_warnings_`, and `model_.diagnostics()` gives the full report.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+    from sklearn.utils import check_random_state
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import check_is_fitted
+except ImportError as err:
+    raise ImportError('sparsegp.sklearn needs scikit-learn; install it with '
+                      'pip install "sparsegp[sklearn]"') from err
+
+try:
+    from sklearn.utils.validation import validate_data
+except ImportError:  # pragma: no cover - scikit-learn < 1.6 has the method instead
+
+    def validate_data(estimator: Any, X: Any = "no_validation", y: Any = "no_validation",
+                      reset: bool = True, **kwargs: Any) -> Any:
+        return estimator._validate_data(X, y, reset=reset, **kwargs)
+
+from .diagnostics import ApproximationWarning
+from .likelihoods import Bernoulli, MultiClass
+from .models import GPR, SGPC, SGPR, SVGP
+from .training import fit_lbfgsb
+from .validation import ScaleWarning
+
+__all__ = ["SparseGPRegressor", "SparseGPClassifier"]
+
+#: The library's warnings about a fit that `fit` collects in `fit_warnings_` instead.
+_COLLECTED = (ApproximationWarning, ScaleWarning)
+#: Where the warnings passed on are remembered, so that "default" filters show each once.
+_PASSED_ON: dict = {}
+
+
+def _collecting(fit: Any) -> tuple[Any, list[str]]:
+    """Run `fit()`; return its result and the messages of the `_COLLECTED` warnings it gave.
+    Every other warning is passed on unchanged."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fit()
+    kept = []
+    for w in caught:
+        if issubclass(w.category, _COLLECTED):
+            kept.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
+                                   registry=_PASSED_ON, source=w.source)
+    return result, kept
+
+
+def _seed(random_state: Any) -> int:
+    """An int seed for the k-means++ inducing-input choice: the int itself, or one drawn from
+    a `numpy.random.RandomState` (None: numpy's global one), as scikit-learn does."""
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+def _num_inducing(num_inducing: Any, n: int) -> int:
+    """M, capped at the N training points (a small cross-validation fold has few)."""
+    if isinstance(num_inducing, bool) or not isinstance(num_inducing, numbers.Integral) \
+            or num_inducing < 1:
+        raise ValueError(f"num_inducing must be a positive integer; got {num_inducing!r}")
+    return min(int(num_inducing), n)
+
+
+def _writable(*arrays: np.ndarray) -> Any:
+    """The arrays, copied where read-only (a memory-mapped fold): torch refuses to share
+    memory it may not write, and warns."""
+    out = tuple(np.require(a, requirements=["W"]) for a in arrays)
+    return out if len(out) > 1 else out[0]
+
+
+def _copy(part: Any) -> Any:
+    """A fresh copy of a kernel or mean (scikit-learn's `clone` of a non-estimator: a deep
+    copy), so that fitting never changes the object the user passed."""
+    return None if part is None else clone(part, safe=False)
+
+
+class SparseGPRegressor(RegressorMixin, BaseEstimator):
+    """Sparse GP regression as a scikit-learn regressor: `sparsegp.SGPR` (or `GPR`).
+
+    approximation: "vfe" (default), "fitc", "dtc", "pep" (with `alpha` in (0, 1]) or "exact"
+    (the O(N³) `GPR`; `num_inducing` is not used). alpha is used by "pep" only and ignored by
+    the others, so that one parameter grid can search every name. num_inducing: M, chosen from
+    X by k-means++ seeded from `random_state`, at most N. kernel: a sparsegp kernel (None: a
+    squared exponential with ARD lengthscales) and mean: a `sparsegp.means` mean (None: zero);
+    both are copied at `fit`, never changed. noise_variance: its starting value (None: from
+    the data). maxiter: L-BFGS-B iterations. standardize: fit on standardised X and y (the
+    model's `standardize_X`/`standardize_y`); predictions are in the units of y either way.
+
+    Fitted attributes: `model_` (the sparsegp model), `n_features_in_`,
+    `feature_names_in_` (for a DataFrame), `log_marginal_likelihood_value_` (the objective:
+    bound, PEP energy or exact log evidence), `n_iter_` and `fit_warnings_`.
+    """
+
+    def __init__(self, approximation: str = "vfe", alpha: float | None = None,
+                 num_inducing: int = 100, kernel: Any = None, mean: Any = None,
+                 noise_variance: float | None = None, maxiter: int = 1000,
+                 standardize: bool = True, random_state: Any = None) -> None:
+        self.approximation = approximation
+        self.alpha = alpha
+        self.num_inducing = num_inducing
+        self.kernel = kernel
+        self.mean = mean
+        self.noise_variance = noise_variance
+        self.maxiter = maxiter
+        self.standardize = standardize
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any) -> SparseGPRegressor:
+        """Build the model on (X [N, D], y [N]) and maximise its objective; returns self."""
+        X, y = _writable(*validate_data(self, X, y, y_numeric=True, dtype=np.float64,
+                                        ensure_min_samples=2))
+        common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
+                      noise_variance=self.noise_variance, standardize_X=bool(self.standardize),
+                      standardize_y=bool(self.standardize))
+        name = self.approximation.lower() if isinstance(self.approximation, str) else None
+        if name == "exact":
+            model = GPR(X, y, **common)
+        else:
+            alpha = self.alpha if name == "pep" else None  # one grid may search all names
+            model = SGPR(X, y, inducing_points=_num_inducing(self.num_inducing, X.shape[0]),
+                         approximation=self.approximation, alpha=alpha,
+                         seed=_seed(self.random_state), **common)
+        result, self.fit_warnings_ = _collecting(partial(model.fit, maxiter=self.maxiter,
+                                                         progress=False))
+        self.model_ = model
+        self.n_iter_ = result.iterations
+        self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
+        return self
+
+    def predict(self, X: Any, return_std: bool = False, return_cov: bool = False,
+                include_noise: bool = True) -> Any:
+        """Predictive mean [N*], and with `return_std` its standard deviation [N*] (or with
+        `return_cov` its covariance [N*, N*]).
+
+        As in scikit-learn's GaussianProcessRegressor with a WhiteKernel (the noise a GP
+        learns), the standard deviation and covariance are those of noisy observations y* by
+        default; `include_noise=False` gives those of the latent f* (the mean is the same).
+        """
+        check_is_fitted(self)
+        if return_std and return_cov:
+            raise RuntimeError("at most one of return_std and return_cov can be requested")
+        X = _writable(validate_data(self, X, reset=False, dtype=np.float64))
+        mean, var = self.model_.predict(X, full_cov=return_cov, include_noise=include_noise)
+        if return_cov:
+            return mean, var
+        if return_std:
+            return mean, np.sqrt(np.maximum(var, 0.0))
+        return mean
+
+
+class SparseGPClassifier(ClassifierMixin, BaseEstimator):
+    """Sparse GP classification as a scikit-learn classifier: `sparsegp.SGPC` or `SVGP`.
+
+    approximation: "pep" (Power EP, `SGPC`, two classes only; power `alpha` in (0, 1],
+    α = 1 is EP), "svgp" (the variational `SVGP`: a `Bernoulli` likelihood for two classes,
+    `MultiClass` with one latent function per class for more; `alpha` is ignored) or "auto"
+    (default: "pep" for two classes, "svgp" for more). link: "probit" or "logit" for two
+    classes, "softmax" or "robustmax" for more (None: probit for two; robustmax for more,
+    whose class probabilities come from deterministic quadrature rather than Monte Carlo).
+    num_inducing: M, chosen from X by k-means++ seeded from `random_state`, at most N.
+    kernel (None: squared exponential with ARD) and mean (None: zero) are copied at `fit`.
+    maxiter: None for the model's default (Power EP: 20 rounds of site sweeps and
+    L-BFGS-B), else passed to its `fit`; the SVGP's ELBO is maximised over all parameters,
+    q(u) included, by full-batch L-BFGS-B (`maxiter` iterations, default 1000).
+    standardize: standardise the columns of X inside the model.
+
+    Labels may be any values (strings, {−1, 1}, ...); `classes_` holds them sorted.
+    Fitted attributes: `model_`, `classes_`, `n_features_in_`, `feature_names_in_` (for a
+    DataFrame), `log_marginal_likelihood_value_` (PEP energy or ELBO), `n_iter_`,
+    `fit_warnings_`.
+    """
+
+    def __init__(self, approximation: str = "auto", alpha: float = 0.5, num_inducing: int = 100,
+                 kernel: Any = None, mean: Any = None, link: str | None = None,
+                 maxiter: int | None = None, standardize: bool = True,
+                 random_state: Any = None) -> None:
+        self.approximation = approximation
+        self.alpha = alpha
+        self.num_inducing = num_inducing
+        self.kernel = kernel
+        self.mean = mean
+        self.link = link
+        self.maxiter = maxiter
+        self.standardize = standardize
+        self.random_state = random_state
+
+    def _backend(self, num_classes: int) -> str:
+        """'pep' or 'svgp' for `num_classes` classes, with an error naming the fix."""
+        name = self.approximation
+        if name not in ("auto", "pep", "svgp"):
+            raise ValueError(f"approximation must be 'auto', 'pep' or 'svgp'; got {name!r}")
+        if name == "auto":
+            return "pep" if num_classes == 2 else "svgp"
+        if name == "pep" and num_classes > 2:
+            raise ValueError(f"approximation='pep' (Power EP, SGPC) is for two classes; y has "
+                             f"{num_classes}. Use approximation='svgp' (or 'auto') for several")
+        return name
+
+    def fit(self, X: Any, y: Any) -> SparseGPClassifier:
+        """Build the model on (X [N, D], labels y [N]) and train it; returns self."""
+        X, y = _writable(*validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2))
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes; y has "
+                             f"only one class: {classes[0]!r}")
+        backend = self._backend(len(classes))
+        common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
+                      inducing_points=_num_inducing(self.num_inducing, X.shape[0]),
+                      seed=_seed(self.random_state), standardize_X=bool(self.standardize))
+        codes = codes.astype(np.float64)
+        binary_link = "probit" if self.link is None else self.link
+        if backend == "pep":
+            model = SGPC(X, codes, alpha=self.alpha, link=binary_link, **common)
+            options = {} if self.maxiter is None else {"maxiter": self.maxiter}
+            run = partial(model.fit, progress=False, **options)
+        else:
+            likelihood = (Bernoulli(link=binary_link) if len(classes) == 2 else
+                          MultiClass(len(classes), link=self.link or "robustmax"))
+            model = SVGP(X, codes, likelihood=likelihood, **common)
+            maxiter = 1000 if self.maxiter is None else self.maxiter
+            run = partial(fit_lbfgsb, model, maxiter=maxiter, progress=False)
+        result, self.fit_warnings_ = _collecting(run)
+        self.model_, self.classes_ = model, classes
+        self.n_iter_ = result.iterations
+        self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities [N*, C], columns in the order of `classes_`."""
+        check_is_fitted(self)
+        X = _writable(validate_data(self, X, reset=False, dtype=np.float64))
+        p = np.asarray(self.model_.predict_proba(X), dtype=np.float64)
+        if p.ndim == 1:  # P(y = classes_[1])
+            p = np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)  # quadrature leaves sums 1 within ~1e-8
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithms of the class probabilities [N*, C]."""
+        return np.log(self.predict_proba(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The most probable class of each row [N*], as values of `classes_`."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
