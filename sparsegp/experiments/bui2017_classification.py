@@ -28,8 +28,6 @@ lowered the full energy below its starting value (pima, PEP 0.5: −308 → −3
 from __future__ import annotations
 
 import math
-import time
-import warnings
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -39,16 +37,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..diagnostics import ApproximationWarning
 from ..features.initialisation import initial_inducing_inputs
 from ..kernels import SquaredExponential
 from ..likelihoods import Bernoulli
-from ..linalg import JitterWarning
 from ..models import SGPC, SVGP
-from ..validation import ScaleWarning
 from .bui2017_data import Problem, standardise
 from .bui2017_grid import POWERS, Method, method
-from .bui2017_runs import Task
+from .bui2017_runs import Task, recorded
 
 PART = "classification"
 #: The data sets of the paper's Table 2 (files below DATA_DIR/classification).
@@ -223,27 +218,16 @@ def run_classification_task(task: ClassificationTask, data_dir: Path) -> dict[st
     """Fit, score and describe one task as a store row; errors become a "failed" row.
     Columns: the key, epochs, seed, status, error, error_rate, nll, energy (final Power-EP
     energy or ELBO), steps, finished (no stop on an error), message, n_train, n_test, M_used, seconds."""
-    row: dict[str, Any] = {"part": task.part, "dataset": task.dataset, "split": task.split,
-                           "M": task.M, "method": task.method, "epochs": task.fit.epochs,
-                           "seed": task.seed}
-    start = time.perf_counter()
-    try:
-        with warnings.catch_warnings():
-            for category in (JitterWarning, ApproximationWarning, ScaleWarning, RuntimeWarning):
-                warnings.simplefilter("ignore", category)
-            data = classification_problem(data_dir, task.dataset, task.split)
-            M = effective_M(data.X, task.M)
-            model = build_classifier(task.method, data, M, task.seed)
-            result = fit_classifier(model, task.fit, task.seed)
-            p = model.predict_proba(data.Xs)
-        row.update(status="ok", error="", error_rate=error_rate(data.ys, p),
-                   nll=bernoulli_nll(data.ys, p), energy=model.log_marginal_likelihood(),
-                   steps=int(result.evaluations), finished=bool(result.success),
-                   message=str(result.message)[:200], n_train=int(data.X.shape[0]),
-                   n_test=int(data.Xs.shape[0]), M_used=M)
-        if not all(np.isfinite([row["error_rate"], row["nll"]])):
-            row.update(status="failed", error="a metric is not finite")
-    except Exception as err:  # noqa: BLE001 - one failed run must not stop the grid
-        row.update(status="failed", error=f"{type(err).__name__}: {err}"[:500])
-    row["seconds"] = time.perf_counter() - start
-    return row
+
+    def score() -> dict[str, Any]:
+        data = classification_problem(data_dir, task.dataset, task.split)
+        M = effective_M(data.X, task.M)
+        model = build_classifier(task.method, data, M, task.seed)
+        result = fit_classifier(model, task.fit, task.seed)
+        p = model.predict_proba(data.Xs)
+        return dict(error_rate=error_rate(data.ys, p), nll=bernoulli_nll(data.ys, p),
+                    energy=model.log_marginal_likelihood(), steps=int(result.evaluations),
+                    finished=bool(result.success), message=str(result.message)[:200],
+                    n_train=int(data.X.shape[0]), n_test=int(data.Xs.shape[0]), M_used=M)
+
+    return recorded(task, {"epochs": task.fit.epochs}, score, ("error_rate", "nll"))

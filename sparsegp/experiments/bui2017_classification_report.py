@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bui2017_analysis import Row, dataset_means, groups, mean_ranks, win_matrix, win_rate
+from .bui2017_analysis import Row, dataset_means, groups, mean_ranks, win_matrix
 from .bui2017_classification import (
     METHODS,
     METRICS,
@@ -19,9 +19,8 @@ from .bui2017_classification import (
     ClassificationConfig,
     ClassificationTask,
 )
-from .bui2017_grid import PAIRS
 from .bui2017_plots import plot_dataset_curves, plot_pair_histograms, plot_ranks, plot_win_matrices
-from .bui2017_report import completion, failure_findings, rate_cell
+from .bui2017_report import completion, failure_findings, win_rate_tables
 from .common import Section
 from .tables import Table
 
@@ -60,20 +59,7 @@ def classification_section(cfg: ClassificationConfig, tasks: Sequence[Classifica
     sec = Section("classification", "3. Binary classification (paper §4.3)",
                   _description(cfg, done, total))
     grouped = groups(rows)
-    rates = [win_rate(grouped, a, b, metric) for a, b in PAIRS for metric in METRICS]
-    t = Table("Pairwise win rates over (data set, split, M)",
-              ["first", "second", "metric", "first better", "second better", "ties", "n",
-               "first's win rate"])
-    for r in rates:
-        t.add(r.first, r.second, TITLES[r.metric], r.wins, r.losses, r.ties, r.n, r.rate)
-    per = Table("Win rate of the first method, per data set (wins / comparisons)",
-                ["data set", *[f"{a} vs {b} {TITLES[m]}" for a, b in PAIRS for m in METRICS]])
-    for name in cfg.datasets:
-        per.add(name, *[rate_cell(win_rate(grouped, a, b, m, dataset=name))
-                        for a, b in PAIRS for m in METRICS])
-    sec.tables += [t, per]
-    sec.files += [t.write_csv(out / "classification_win_rates.csv"),
-                  per.write_csv(out / "classification_win_rates_per_dataset.csv")]
+    rates = win_rate_tables(grouped, cfg.datasets, METRICS, TITLES, sec, out / "classification")
     ranks, curves = {}, {}
     for metric in METRICS:
         R, counts = mean_ranks(grouped, NAMES, metric, cfg.Ms)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .bui2017_analysis import (
     Row,
+    WinRate,
     dataset_means,
     differences_from_exact,
     groups,
@@ -112,6 +114,27 @@ def rate_cell(r) -> str:
     return "—" if not r.n else f"{r.rate:.2f} ({r.wins}/{r.n})"
 
 
+def win_rate_tables(grouped: Any, datasets: Sequence[str], metrics: Sequence[str],
+                    titles: dict[str, str], sec: Section, path_stem: Path) -> list[WinRate]:
+    """The pairwise win rates (`PAIRS` × metrics) over all (data set, split, M) and per data
+    set, added to `sec` as tables and CSV files `<stem>_win_rates[_per_dataset].csv`."""
+    rates = [win_rate(grouped, a, b, metric) for a, b in PAIRS for metric in metrics]
+    t = Table("Pairwise win rates over (data set, split, M)",
+              ["first", "second", "metric", "first better", "second better", "ties", "n",
+               "first's win rate"])
+    for r in rates:
+        t.add(r.first, r.second, titles[r.metric], r.wins, r.losses, r.ties, r.n, r.rate)
+    per = Table("Win rate of the first method, per data set (wins / comparisons)",
+                ["data set", *[f"{a} vs {b} {titles[m]}" for a, b in PAIRS for m in metrics]])
+    for name in datasets:
+        per.add(name, *[rate_cell(win_rate(grouped, a, b, m, dataset=name))
+                        for a, b in PAIRS for m in metrics])
+    sec.tables += [t, per]
+    sec.files += [t.write_csv(path_stem.with_name(path_stem.name + "_win_rates.csv")),
+                  per.write_csv(path_stem.with_name(path_stem.name + "_win_rates_per_dataset.csv"))]
+    return rates
+
+
 def regression_section(cfg: Config, tasks: Sequence[Task], rows: Sequence[Row], out: Path
                        ) -> Section:
     done, total, failed = completion(tasks, rows)
@@ -124,20 +147,8 @@ def regression_section(cfg: Config, tasks: Sequence[Task], rows: Sequence[Row], 
         f"ran; ranks count those where every method ran. {METRIC_TEXT} Win rates count ties "
         f"as half. Complete: {done} of {total} runs."))
     grouped = groups(rows)
-    rates = [win_rate(grouped, a, b, metric) for a, b in PAIRS for metric in METRICS]
-    t = Table("Pairwise win rates over (data set, split, M)",
-              ["first", "second", "metric", "first better", "second better", "ties", "n",
-               "first's win rate"])
-    for r in rates:
-        t.add(r.first, r.second, r.metric.upper(), r.wins, r.losses, r.ties, r.n, r.rate)
-    per = Table("Win rate of the first method, per data set (wins / comparisons)",
-                ["data set", *[f"{a} vs {b} {m.upper()}" for a, b in PAIRS for m in METRICS]])
-    for name in cfg.uci_sets:
-        per.add(name, *[rate_cell(win_rate(grouped, a, b, m, dataset=name))
-                        for a, b in PAIRS for m in METRICS])
-    sec.tables += [t, per]
-    sec.files += [t.write_csv(out / "regression_win_rates.csv"),
-                  per.write_csv(out / "regression_win_rates_per_dataset.csv")]
+    rates = win_rate_tables(grouped, cfg.uci_sets, METRICS, {m: m.upper() for m in METRICS},
+                            sec, out / "regression")
     ranks = {}
     for metric in METRICS:
         R, counts = mean_ranks(grouped, NAMES, metric, cfg.uci_M)

@@ -104,35 +104,45 @@ def fit_model(model: Any, maxiter: int) -> Any:
     return model.fit(maxiter=maxiter, progress=False, diagnose=False)
 
 
-def run_task(task: Task, data_dir: Path) -> dict[str, Any]:
-    """Fit, score and describe one task as a store row; errors become a "failed" row."""
+def recorded(task: Task, budget: dict[str, Any], score: Callable[[], dict[str, Any]],
+             finite: Sequence[str]) -> dict[str, Any]:
+    """The store row of one run: its key, `budget`, its seed and what `score()` returns
+    (status "ok"), quietly; an exception or a non-finite metric among `finite` makes it a
+    "failed" row with the error instead. Ctrl-C is not a result: it propagates."""
     row: dict[str, Any] = {"part": task.part, "dataset": task.dataset, "split": task.split,
-                           "M": task.M, "method": task.method, "maxiter": task.maxiter,
-                           "seed": task.seed}
+                           "M": task.M, "method": task.method, **budget, "seed": task.seed}
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():
             for category in (JitterWarning, ApproximationWarning, ScaleWarning, RuntimeWarning):
                 warnings.simplefilter("ignore", category)
-            data = load_problem(task, data_dir)
-            model = build_model(task, data)
-            result = fit_model(model, task.maxiter)
-            if getattr(result, "interrupted", False):  # Ctrl-C inside the fit: not a result
-                raise KeyboardInterrupt
-            mean, var = model.predict(data.Xs, include_noise=True)
-            nlml = -model.log_marginal_likelihood()
-        row.update(status="ok", error="", smse=smse(data.ys, mean),
-                   smll=smll(data.ys, mean, var, data.y), mnll=mnll(data.ys, mean, var),
-                   nlml=nlml, noise_variance=float(model.noise_variance),
-                   iterations=result.iterations, evaluations=result.evaluations,
-                   converged=bool(result.success), message=str(result.message)[:200],
-                   n_train=int(data.X.shape[0]), n_test=int(data.Xs.shape[0]))
-        if not all(np.isfinite([row["smse"], row["smll"], row["nlml"]])):
+            row.update(status="ok", error="", **score())
+        if not all(np.isfinite([row[k] for k in finite])):
             row.update(status="failed", error="a metric is not finite")
     except Exception as err:  # noqa: BLE001 - one failed run must not stop the grid
         row.update(status="failed", error=f"{type(err).__name__}: {err}"[:500])
     row["seconds"] = time.perf_counter() - start
     return row
+
+
+def run_task(task: Task, data_dir: Path) -> dict[str, Any]:
+    """Fit, score and describe one regression task as a store row (see `recorded`)."""
+
+    def score() -> dict[str, Any]:
+        data = load_problem(task, data_dir)
+        model = build_model(task, data)
+        result = fit_model(model, task.maxiter)
+        if getattr(result, "interrupted", False):  # Ctrl-C inside the fit: not a result
+            raise KeyboardInterrupt
+        mean, var = model.predict(data.Xs, include_noise=True)
+        return dict(smse=smse(data.ys, mean), smll=smll(data.ys, mean, var, data.y),
+                    mnll=mnll(data.ys, mean, var), nlml=-model.log_marginal_likelihood(),
+                    noise_variance=float(model.noise_variance), iterations=result.iterations,
+                    evaluations=result.evaluations, converged=bool(result.success),
+                    message=str(result.message)[:200], n_train=int(data.X.shape[0]),
+                    n_test=int(data.Xs.shape[0]))
+
+    return recorded(task, {"maxiter": task.maxiter}, score, ("smse", "smll", "nlml"))
 
 
 def _worker_init() -> None:
