@@ -18,3 +18,17 @@ def make_problem(seed: int, N: int = 40, D: int = 2, noise: float = 0.05):
 @pytest.fixture
 def problem():
     return make_problem(0)
+
+
+@pytest.fixture
+def quiet_model_warnings():
+    """Silence the library's advice (ScaleWarning, ApproximationWarning) in tests that build
+    models on purpose-made data (`pytestmark = pytest.mark.usefixtures(...)`)."""
+    import warnings
+
+    import sparsegp as sg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sg.ScaleWarning)
+        warnings.simplefilter("ignore", sg.ApproximationWarning)
+        yield

@@ -9,8 +9,6 @@ clear errors.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import torch
@@ -22,12 +20,7 @@ LOG2PI = np.log(2.0 * np.pi)
 C = 2.5
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sg.ScaleWarning)
-        warnings.simplefilter("ignore", sg.ApproximationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_model_warnings")
 
 
 def data(n=70, seed=0):

@@ -9,8 +9,6 @@ every member of the collapsed family, against dense evaluations written from MAT
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import torch
@@ -21,12 +19,7 @@ LOG2PI = np.log(2.0 * np.pi)
 ELL, VAR = 0.7, 1.2
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sg.ScaleWarning)
-        warnings.simplefilter("ignore", sg.ApproximationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_model_warnings")
 
 
 def data(n=60, seed=0):
