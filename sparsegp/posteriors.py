@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from . import covariances as cov
 from .chunking import auto_chunk_size, chunk_slices
 from .conditionals import WhitenedGaussian, fold, folded_conditional
+from .conditionals import projected as conditionals_projected
 from .covariances import cross_covariance
 from .kernels.base import Kernel
 from .linalg import solve_lower, solve_lower_t
@@ -195,3 +196,37 @@ class ExactPosterior(Posterior):
     def state(self) -> dict[str, Any]:
         return {"X": self.X, "L": self.L, "a": self.a,
                 "noise_variance": self.noise_variance, "jitter": self.jitter}
+
+
+class FeaturePosterior(Posterior):
+    """f(x) = φ(x)ᵀw with q(w) = N(m, S) (Bayesian linear regression on a feature map: random
+    Fourier features, sparse spectrum GP): mean φ*ᵀm, variance φ*ᵀSφ*. `basis.features(X,
+    kernel)` gives φ [K, B]."""
+
+    def __init__(self, basis: nn.Module, kernel: Kernel, q: WhitenedGaussian,
+                 noise_variance: Tensor, mean: nn.Module | None = None) -> None:
+        self._adopt_mean(mean)
+        self.basis, self.kernel = frozen_copy(basis), frozen_copy(kernel)
+        self.q = WhitenedGaussian(q.mean.detach(), q.root.detach(), bool(q.precision))
+        self.noise_variance = noise_variance.detach()
+
+    def _rows_per_chunk(self) -> int:
+        return auto_chunk_size(self.basis.num_inducing, self.q.mean.element_size())
+
+    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+        Phi = self.basis.features(Xs, self.kernel).to(self.q.mean.dtype)  # [K, B]
+        if full_cov:
+            SP = self.q.root_t_times(Phi)[0]  # [K, B]
+            return (Phi.mT @ self.q.mean)[:, 0], SP.mT @ SP
+        mean, var = conditionals_projected(Phi, self.q)
+        return mean[:, 0], var[:, 0]
+
+    def state(self) -> dict[str, Any]:
+        return {"q_mean": self.q.mean, "q_root": self.q.root, "q_precision": self.q.precision,
+                "noise_variance": self.noise_variance}
+
+    @classmethod
+    def from_state(cls, basis: nn.Module, kernel: Kernel, saved: dict[str, Any],
+                   mean: nn.Module | None = None) -> FeaturePosterior:
+        q = WhitenedGaussian(saved["q_mean"], saved["q_root"], bool(saved["q_precision"]))
+        return cls(basis, kernel, q, saved["noise_variance"], mean)

@@ -6,6 +6,7 @@ from .persistence import load
 from .regression import GPModel
 from .sgpc import SGPC
 from .sgpr import SGPR
+from .spectral import RFF, SSGP
 from .svgp import SVGP
 
-__all__ = ["Model", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "load"]
+__all__ = ["Model", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "load"]

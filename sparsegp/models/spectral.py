@@ -1,0 +1,217 @@
+"""Random Fourier features (RFF; Rahimi & Recht 2008) and the sparse spectrum GP (SSGP;
+Lázaro-Gredilla et al. 2010): Bayesian linear regression on R spectral pairs (MATH.md §6).
+
+Both use φ(x) = √(σ²/R)[cos(ω_rᵀx), sin(ω_rᵀx)] (`kernels.spectral.feature_map`). RFF draws
+ε_r once from the kernel's spectral density at unit lengthscale (seeded) and uses ω_r = ε_r/ℓ,
+so the kernel's lengthscales, variance and the noise stay differentiable hyperparameters of
+the evidence; SSGP makes the frequencies ω_r themselves free parameters (started at the RFF
+draw), which fits more and, as R grows towards N, over-fits (Lázaro-Gredilla et al. 2010).
+The evidence, O(N·R²), is that of the parametric model, not a bound on the GP's.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..chunking import auto_chunk_size
+from ..config import PARAMETER_DTYPE
+from ..kernels.base import Kernel
+from ..kernels.spectral import feature_map, spectral_samples
+from ..objectives.collapsed import family_objective, q_from_statistics, solve
+from ..objectives.exact import exact_log_marginal_likelihood
+from ..objectives.parametric import feature_statistics
+from ..posteriors import FeaturePosterior
+from ..training import FitResult
+from .regression import GPModel
+
+#: Data sets up to this size get the exact GP's evidence in `diagnostics()` for comparison.
+EXACT_MAX_DATA = 2000
+
+
+class SpectralBasis(nn.Module):
+    """R spectral pairs: ω = ε/ℓ from fixed draws ε (RFF), or free frequencies ω (SSGP)."""
+
+    def __init__(self, epsilon: Tensor, free: bool) -> None:
+        super().__init__()
+        self.free = bool(free)
+        if self.free:
+            self.frequencies = nn.Parameter(epsilon.clone())
+        else:
+            self.register_buffer("epsilon", epsilon.clone())
+
+    @property
+    def num_inducing(self) -> int:
+        """K = 2R basis functions."""
+        return 2 * (self.frequencies if self.free else self.epsilon).shape[0]
+
+    def omega(self, kernel: Kernel) -> Tensor:
+        """The frequencies ω [R, D]."""
+        if self.free:
+            return self.frequencies
+        return self.epsilon / kernel.value("lengthscale")
+
+    def features(self, X: Tensor, kernel: Kernel) -> Tensor:
+        """φ(X) [2R, N]."""
+        return feature_map(X, self.omega(kernel).to(X.dtype), kernel.value("variance"))
+
+
+@dataclass
+class SpectralDiagnostics:
+    """What can be said of a feature-map model's fit: its evidence, the exact GP's at the same
+    hyperparameters where N is small enough, and warnings (always: it is not a bound)."""
+
+    model: str
+    num_data: int
+    num_features: int
+    objective: float
+    exact: float | None
+    noise_variance: float
+    warnings: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"Diagnostics of {self.model} (R = {self.num_features} spectral pairs) on "
+                 f"N = {self.num_data} points",
+                 f"  objective (parametric evidence)  {self.objective:.4f}"]
+        if self.exact is not None:
+            lines.append(f"  exact GP log p(y), same kernel   {self.exact:.4f}  "
+                         f"(difference {self.objective - self.exact:+.4f})")
+        lines.append(f"  noise variance                   {self.noise_variance:.4g}")
+        lines += ["warnings:"] + [f"  - {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+class RFF(GPModel):
+    """Random Fourier features: `num_features` R spectral pairs drawn from the kernel's spectral
+    density (SE, Matérn 1/2, 3/2, 5/2) with `seed`, fixed; the kernel's hyperparameters and the
+    noise are fitted on the evidence of Bayesian linear regression in the 2R features.
+    Shapes: X [N, D], y [N]. Predictions have the model's own (parametric) error bars.
+    """
+
+    free_frequencies = False
+
+    def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, num_features: int = 100,
+                 noise_variance: Any = None, seed: int = 0, *, mean: Any = None,
+                 chunk_size: int | None = None, standardize_X: bool = False,
+                 standardize_y: bool = False, dtype: torch.dtype | None = None) -> None:
+        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
+                         num_features=num_features, noise_variance=noise_variance, seed=seed,
+                         mean=mean, jitter=0.0, chunk_size=chunk_size,
+                         standardize_y=standardize_y)
+
+    def _configure(self, X: Tensor, *, num_features: Any, seed: int, chunk_size: int | None,
+                   **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        if (isinstance(num_features, bool) or not isinstance(num_features, numbers.Integral)
+                or num_features < 1):
+            raise ValueError(f"num_features must be a positive integer (R spectral pairs); got "
+                             f"{num_features!r}")
+        config, parts = super()._configure(X, **arguments)
+        epsilon = spectral_samples(parts["kernel"], int(num_features), X.shape[1],
+                                   torch.Generator().manual_seed(int(seed)))
+        config.update(num_features=int(num_features), seed=int(seed), chunk_size=chunk_size)
+        parts["epsilon"] = epsilon
+        return config, parts
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        super()._build(config, parts)
+        R, D = int(config["num_features"]), int(config["input_dim"])
+        epsilon = parts.get("epsilon")
+        if epsilon is None:  # load: the values come from the state dict
+            epsilon = torch.zeros(R, D, dtype=PARAMETER_DTYPE)
+        self.basis = SpectralBasis(epsilon.to(PARAMETER_DTYPE), self.free_frequencies)
+        self.chunk_size = config["chunk_size"]
+
+    def _initialise(self, **arguments: Any) -> None:
+        super()._initialise(**arguments)
+        if self.free_frequencies:  # SSGP starts from the RFF draw at the initial lengthscales
+            with torch.no_grad():
+                self.basis.frequencies.div_(self.kernel.value("lengthscale"))
+            self.freeze("kernel.lengthscale")  # φ no longer depends on it
+
+    @property
+    def num_features(self) -> int:
+        """R, the number of spectral pairs (2R basis functions)."""
+        return self.basis.num_inducing // 2
+
+    @property
+    def frequencies(self) -> Any:
+        """The frequencies ω [R, D] in internal units (after `standardize_X`)."""
+        return self.basis.omega(self.kernel).detach().cpu().numpy()
+
+    def evaluation_work(self) -> float:
+        K = float(self.basis.num_inducing)
+        return float(self.num_data) * K * K + K**3
+
+    def _statistics(self):
+        size = self.chunk_size or auto_chunk_size(self.basis.num_inducing, 8)
+        y = self.y - self.mean(self.X)
+        return feature_statistics(self.basis, self.kernel, self.X, y, self.noise_rows(), size)
+
+    def _objective(self) -> Tensor:
+        stats = self._statistics()
+        return family_objective(stats, solve(stats))
+
+    def _build_posterior(self) -> FeaturePosterior:
+        q = q_from_statistics(self._statistics())
+        return FeaturePosterior(self.basis, self.kernel, q, self.noise_rows(), self.prior_mean())
+
+    def _restore_posterior(self, saved: dict[str, Any]) -> FeaturePosterior:
+        return FeaturePosterior.from_state(self.basis, self.kernel, saved, self.prior_mean())
+
+    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
+            callback: Any = None, diagnose: bool = True) -> FitResult:
+        """L-BFGS-B on the evidence (kernel hyperparameters, noise; SSGP: the frequencies too).
+        With `diagnose`, a warning if `diagnostics()` finds something."""
+        result = super(GPModel, self).fit(maxiter=maxiter, tol=tol, progress=progress,
+                                          callback=callback)
+        if diagnose and not result.interrupted:
+            rep = self.diagnostics()
+            serious = [w for w in rep.warnings if not w.startswith(_NOT_A_BOUND[:20])]
+            if serious:
+                from ..diagnostics import ApproximationWarning
+
+                warnings.warn(f"{type(self).__name__}: {'; '.join(serious)}",
+                              ApproximationWarning, stacklevel=2)
+        return result
+
+    def diagnostics(self, **kwargs: Any) -> SpectralDiagnostics:  # type: ignore[override]
+        """The evidence, the exact GP's at the same hyperparameters (RFF, N ≤ 2000), and
+        warnings: this evidence is not a bound on the GP's; more basis functions than data."""
+        self._require_data()
+        offset = self._objective_offset()
+        with torch.no_grad():
+            objective = float(self._objective()) + offset
+            exact = None  # SSGP's frequencies no longer belong to the kernel: no comparison
+            if self.num_data <= EXACT_MAX_DATA and not self.free_frequencies:
+                exact = float(exact_log_marginal_likelihood(
+                    self.kernel.K(self.X), self.y - self.mean(self.X), self.noise_rows())) + offset
+        noise = float(self.noise_rows().detach().mean()) * float(self.y_scale) ** 2
+        rep = SpectralDiagnostics(type(self).__name__, self.num_data, self.num_features,
+                                  objective, exact, noise, [_NOT_A_BOUND])
+        if exact is not None and objective > exact + 1e-6 * (1 + abs(exact)):
+            rep.warnings.append(
+                f"the evidence {objective:.4g} exceeds the exact GP's {exact:.4g} at the same "
+                f"kernel by {objective - exact:.3g} nats: the random features fit this data "
+                "better than the GP they approximate; check predictions on held-out data")
+        if 2 * self.num_features >= self.num_data:
+            rep.warnings.append(f"2R = {2 * self.num_features} basis functions for N = "
+                                f"{self.num_data} points: the model can interpolate the data")
+        return rep
+
+
+class SSGP(RFF):
+    """The sparse spectrum GP: `RFF` with the frequencies ω_r free parameters of the evidence
+    (started at the seeded draw at the initial lengthscales; the kernel's lengthscales then no
+    longer enter φ). Prone to over-fitting as R grows relative to N: compare held-out
+    predictions, or several seeds (diverging predictions across restarts are the symptom)."""
+
+    free_frequencies = True
+
+
+_NOT_A_BOUND = ("the objective is the evidence of a parametric model (Bayesian linear "
+                "regression on random Fourier features), not a bound on the GP's log p(y)")

@@ -1,0 +1,49 @@
+"""Bayesian linear regression on a feature map: the evidence of random Fourier features and of
+the sparse spectrum GP (MATH.md §6; Rahimi & Recht 2008, Lázaro-Gredilla et al. 2010).
+
+With features Φ [N, K] (rows φ(x_n)ᵀ), weights w ~ N(0, I) and y = Φw + ε, ε ~ N(0, σ²I):
+
+  log p(y) = log N(y; 0, ΦΦᵀ + σ²I),
+
+which is the collapsed family's DTC form with Qff = ΦΦᵀ and whitened a_n = φ(x_n) (no Kuu:
+L = I), so the same statistics and `collapsed.solve` give it in O(N·K²): A = Σ φφᵀ/σ²,
+c = Σ y φ/σ², and q(w) = N(L_B⁻ᵀe, B⁻¹). It is the evidence of the parametric model, not a
+bound on the GP's. The chunks are recomputed under autograd in the backward pass.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..distributed import global_sum
+from .collapsed import Statistics
+from .recomputed import RecomputedStream
+from .streaming import streamed_sum
+
+
+class FeatureMapStream(RecomputedStream):
+    """Σ over chunks of ([A c; cᵀ s_y], Σ log σ², 0, 0) for a = φ(x): `basis` is a module
+    with `num_inducing` (= K) and `features(X, kernel) -> [K, B]`."""
+
+    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, noise: Tensor
+             ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        Phi = self.feature.features(Xb, self.kernel).to(L.dtype)  # [K, B]
+        noise = noise.to(L.dtype)
+        W = torch.cat([Phi, yb.to(L.dtype)[None]], 0) * torch.rsqrt(noise)
+        zero = L.new_zeros(())
+        return W @ W.mT, torch.log(noise).sum(), zero, zero
+
+
+def feature_statistics(basis: torch.nn.Module, kernel: torch.nn.Module, X: Tensor, y: Tensor,
+                       noise: Tensor, chunk_size: int) -> Statistics:
+    """The statistics of Bayesian linear regression on `basis.features` (module docstring);
+    `noise` is σ² [] or σ²_n [N]."""
+    K = basis.num_inducing
+    eye = torch.eye(K, dtype=torch.float64, device=X.device)
+    stream = FeatureMapStream(basis, kernel, eye)
+    rows = noise.expand(X.shape[0]) if noise.dim() == 0 else noise
+    n = int(global_sum(X.shape[0], X))
+    return Statistics(*streamed_sum(stream, X, y, chunk_size, rows), n=n)
+
+
