@@ -45,10 +45,9 @@ def jittered_cholesky(
             "(a lengthscale or variance overflowed, or the data hold NaN/inf)"
         )
     scale = torch.diagonal(A).mean()
-    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
     tries = [jitter] + [max(jitter, MIN_ESCALATION_JITTER) * 10.0**k for k in range(1, escalations + 1)]
     for i, j in enumerate(tries):
-        Aj = A + (j * scale) * eye if j > 0 else A
+        Aj = add_to_diagonal(A, j * scale) if j > 0 else A
         L, info = torch.linalg.cholesky_ex(Aj)
         if int(info) == 0:
             if i > 0:
@@ -67,6 +66,14 @@ def jittered_cholesky(
         "spread of the inputs, a kernel variance near zero, or float32 precision. Remedies: "
         "re-initialise the inducing inputs, pass a larger `jitter=`, or use float64."
     )
+
+
+def add_to_diagonal(A: Tensor, d: Tensor | float) -> Tensor:
+    """A + diag(d) (d a scalar or [N]) as a new matrix, without an N×N identity or diagonal
+    matrix alongside (differentiable in A and d)."""
+    out = A.clone()
+    out.diagonal(dim1=-2, dim2=-1).add_(d)
+    return out
 
 
 def solve_lower(L: Tensor, B: Tensor) -> Tensor:
