@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bui2017_analysis import Row, dataset_means, groups, mean_ranks, win_matrix
+from .bui2017_analysis import Row, dataset_means, groups, win_matrix
 from .bui2017_classification import (
     METHODS,
     METRICS,
@@ -20,7 +20,7 @@ from .bui2017_classification import (
     ClassificationTask,
 )
 from .bui2017_plots import plot_dataset_curves, plot_pair_histograms, plot_ranks, plot_win_matrices
-from .bui2017_report import completion, failure_findings, win_rate_tables
+from .bui2017_report import completion, failure_findings, rank_table, win_rate_tables
 from .common import Section
 from .tables import Table
 
@@ -62,20 +62,15 @@ def classification_section(cfg: ClassificationConfig, tasks: Sequence[Classifica
     rates = win_rate_tables(grouped, cfg.datasets, METRICS, TITLES, sec, out / "classification")
     ranks, curves = {}, {}
     for metric in METRICS:
-        R, counts = mean_ranks(grouped, NAMES, metric, cfg.Ms)
-        ranks[metric] = R
-        rt = Table(f"Mean rank on the {TITLES[metric]} (1 = best of {len(NAMES)}) per M",
-                   ["method", *[f"M={M} (n={c})" for M, c in zip(cfg.Ms, counts)]])
-        for i, n in enumerate(NAMES):
-            rt.add(n, *[float(v) if np.isfinite(v) else None for v in R[i]])
+        ranks[metric] = rank_table(grouped, NAMES, metric, cfg.Ms, f"the {TITLES[metric]}", sec,
+                                   out / f"classification_ranks_{metric}.csv")
         curves[metric] = {n: dataset_means(grouped, n, NAMES, metric, cfg.Ms) for n in cfg.datasets}
         M = max(cfg.Ms)
         mt = Table(f"Mean {TITLES[metric]} over splits at M = {M}", ["data set", *NAMES])
         for n in cfg.datasets:
             mt.add(n, *[float(v) if np.isfinite(v) else None for v in curves[metric][n][0][:, -1]])
-        sec.tables += [rt, mt]
-        sec.files += [rt.write_csv(out / f"classification_ranks_{metric}.csv"),
-                      mt.write_csv(out / f"classification_{metric}_M{M}.csv")]
+        sec.tables.append(mt)
+        sec.files.append(mt.write_csv(out / f"classification_{metric}_M{M}.csv"))
     if grouped:
         sec.files += [
             plot_pair_histograms(rates, out / "classification_pairs.png",

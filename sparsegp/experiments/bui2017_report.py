@@ -135,6 +135,20 @@ def win_rate_tables(grouped: Any, datasets: Sequence[str], metrics: Sequence[str
     return rates
 
 
+def rank_table(grouped: Any, names: Sequence[str], metric: str, Ms: Sequence[int], title: str,
+               sec: Section, path: Path) -> np.ndarray:
+    """Mean ranks of `names` on `metric` per M (1 = best), added to `sec` as a table and a
+    CSV at `path`; returns the [methods, M] array."""
+    R, counts = mean_ranks(grouped, names, metric, Ms)
+    rt = Table(f"Mean rank on {title} (1 = best of {len(names)}) per M",
+               ["method", *[f"M={M} (n={c})" for M, c in zip(Ms, counts)]])
+    for i, n in enumerate(names):
+        rt.add(n, *[float(v) if np.isfinite(v) else None for v in R[i]])
+    sec.tables.append(rt)
+    sec.files.append(rt.write_csv(path))
+    return R
+
+
 def regression_section(cfg: Config, tasks: Sequence[Task], rows: Sequence[Row], out: Path
                        ) -> Section:
     done, total, failed = completion(tasks, rows)
@@ -149,16 +163,8 @@ def regression_section(cfg: Config, tasks: Sequence[Task], rows: Sequence[Row], 
     grouped = groups(rows)
     rates = win_rate_tables(grouped, cfg.uci_sets, METRICS, {m: m.upper() for m in METRICS},
                             sec, out / "regression")
-    ranks = {}
-    for metric in METRICS:
-        R, counts = mean_ranks(grouped, NAMES, metric, cfg.uci_M)
-        ranks[metric] = R
-        rt = Table(f"Mean rank on {metric.upper()} (1 = best of {len(NAMES)}) per M",
-                   ["method", *[f"M={M} (n={c})" for M, c in zip(cfg.uci_M, counts)]])
-        for i, n in enumerate(NAMES):
-            rt.add(n, *[None if not np.isfinite(v) else float(v) for v in R[i]])
-        sec.tables.append(rt)
-        sec.files.append(rt.write_csv(out / f"regression_ranks_{metric}.csv"))
+    ranks = {metric: rank_table(grouped, NAMES, metric, cfg.uci_M, metric.upper(), sec,
+                                out / f"regression_ranks_{metric}.csv") for metric in METRICS}
     if grouped:
         sec.files += [
             plot_pair_histograms(rates, out / "regression_pairs.png",

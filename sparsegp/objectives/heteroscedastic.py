@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..conditionals import nystrom_residual
 from ..covariances import Kuf
 from ..kernels.base import Kernel
 from .recomputed import RecomputedStream
@@ -32,7 +33,7 @@ class PointNoiseStream(RecomputedStream):
         a = torch.linalg.solve_triangular(L, Kuf(self.feature, self.kernel, Xb).to(L.dtype),
                                           upper=False)
         noise = noise.to(L.dtype)
-        d = (self.kernel.K_diag(Xb).to(L.dtype) - (a * a).sum(0)).clamp_min(0.0)
+        d = nystrom_residual(a, self.kernel.K_diag(Xb).to(L.dtype))
         if self.mode == "pep":
             lam = self.alpha * d + noise
             pen = (1.0 - self.alpha) / self.alpha * torch.log1p(self.alpha * d / noise).sum()
