@@ -1,6 +1,7 @@
 """Models: thin nn.Modules that own parameters, call an objective and build a posterior."""
 
 from .base import Model
+from .gplvm import BayesianGPLVM
 from .gpr import GPR
 from .persistence import load
 from .regression import GPModel
@@ -9,4 +10,4 @@ from .sgpr import SGPR
 from .spectral import RFF, SSGP
 from .svgp import SVGP
 
-__all__ = ["Model", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "load"]
+__all__ = ["Model", "BayesianGPLVM", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "load"]

@@ -160,12 +160,13 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
 
 
 def solve(stats: Statistics) -> Solved:
-    """log|Qff + Λ| = Σ log λ_n + log|I + A| and yᵀ(Qff + Λ)⁻¹y = s_y − ‖L_B⁻¹c‖²."""
+    """log|Qff + Λ| = Σ log λ_n + log|I + A| and yᵀ(Qff + Λ)⁻¹y = s_y − ‖L_B⁻¹c‖² (summed
+    over the columns of c [M] or [M, D]: several outputs sharing the statistics)."""
     M = stats.A.shape[0]
     B = torch.eye(M, dtype=stats.A.dtype, device=stats.A.device) + stats.A
     L_B, _ = jittered_cholesky(B, 0.0, name="I + A")
     e = solve_lower(L_B, stats.c)
-    return Solved(L_B, e, stats.s_loglam + log_det_from_cholesky(L_B), stats.s_y - e @ e)
+    return Solved(L_B, e, stats.s_loglam + log_det_from_cholesky(L_B), stats.s_y - (e * e).sum())
 
 
 def family_terms(stats: Statistics, solved: Solved) -> tuple[Tensor, Tensor, Tensor]:

@@ -1,0 +1,136 @@
+"""The Bayesian GP-LVM's collapsed bound (Titsias & Lawrence 2010; van der Wilk 2018, §6.2).
+
+Outputs Y [N, D] share one GP f: R^Q → R over latent inputs with q(X) = Π_n N(μ_n, diag S_n)
+and prior p(X) = N(0, I). Seen as an approximating process (van der Wilk 2018, ch. 6), q(f, X)
+= p(f | u) q(u) q(X) and the bound is VFE with kernel matrices replaced by their expectations
+under q(X) (`psi.py`): with L = chol(Kuu), A = L⁻¹Ψ2L⁻ᵀ/σ², B = I + A, c = L⁻¹Ψ1ᵀY/σ²,
+
+  F = −½ Σ‖Y‖²/σ² + ½‖L_B⁻¹c‖² − (D/2)(N log 2πσ² + log|B|) − (D/2)(ψ0 − tr L⁻¹Ψ2L⁻ᵀ)/σ²
+      − KL(q(X) ‖ p(X)),
+
+the family's VFE terms (`collapsed.family_terms`) with D outputs. At S → 0 it is SGPR-VFE at
+X = μ summed over the D outputs (minus the KL). The optimal q(u) is VFE's, Ψ's in place of
+K's. The Ψ sums are streamed over chunks of points (O(B·M² + M²) memory, also in the
+gradient: each chunk is recomputed under autograd in the backward pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from ..conditionals import WhitenedGaussian
+from ..kernels.base import Kernel
+from ..linalg import solve_lower, solve_lower_t
+from .collapsed import Statistics, family_terms, solve
+from .psi import has_closed_form, psi_chunk, sample_rule
+from .streaming import Stream, streamed_sum
+
+#: Elements of the largest per-chunk temporary ([B, M²] for Ψ2) in the automatic chunk size.
+CHUNK_ELEMENTS = 2**21
+
+
+class PsiSums(NamedTuple):
+    """Σ_n ψ0_n [], Ψ1ᵀY [M, D], Σ_n ψ2_n [M, M], Σ‖y_n‖² [] and the number of points."""
+
+    psi0: Tensor
+    psi1_y: Tensor
+    psi2: Tensor
+    yy: Tensor
+    n: int
+
+    def __add__(self, other: PsiSums) -> PsiSums:  # type: ignore[override]
+        return PsiSums(*(a + b for a, b in zip(self, other)))
+
+
+class PsiStream(Stream):
+    """Chunks of (Y [B, D], μ [B, Q], S [B, Q]) add to (ψ0, Ψ1ᵀY, Ψ2); the backward pass
+    recomputes each chunk under autograd (gradients for the kernel, Z, μ and S)."""
+
+    def __init__(self, kernel: Kernel, Z: Tensor, D: int, rule: tuple[Tensor, Tensor] | None
+                 ) -> None:
+        self.kernel, self.Z, self.D, self.rule = kernel, Z, D, rule
+        self.inputs = (*(p for p in kernel.parameters() if p.requires_grad),
+                       *((Z,) if Z.requires_grad else ()))
+
+    def _sums(self, Yb: Tensor, mu: Tensor, S: Tensor, Z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        psi0, psi1, psi2 = psi_chunk(self.kernel, Z, mu, S, self.rule)
+        return psi0, psi1.mT @ Yb, psi2
+
+    def zeros(self) -> list[Tensor]:
+        z = self.Z.new_zeros
+        return [z(()), z(self.Z.shape[0], self.D), z(self.Z.shape[0], self.Z.shape[0])]
+
+    def add(self, acc: list[Tensor], Yb: Tensor, mu: Tensor, S: Tensor) -> None:
+        for total, part in zip(acc, self._sums(Yb, mu, S, self.Z.detach())):
+            total.add_(part)
+
+    def grad_chunk(self, gacc: list, Yb: Tensor, mu: Tensor, S: Tensor, grads: Sequence[Tensor]
+                   ) -> tuple[Tensor | None, Tensor | None]:
+        want = self.want_columns or (False, False)
+        with torch.enable_grad():
+            Z = self.Z.detach().requires_grad_(self.Z.requires_grad)
+            cols = [c.detach().requires_grad_(w) for c, w in zip((mu, S), want)]
+            parts = self._sums(Yb, *cols, Z)
+            total = sum((p * g).sum() for p, g in zip(parts, grads))
+            params = [p for p in self.kernel.parameters() if p.requires_grad]
+            leaves = [*params, *((Z,) if Z.requires_grad else ()), *cols]
+            wrt = [t for t in leaves if t.requires_grad]
+            found = dict(zip(map(id, wrt), torch.autograd.grad(total, wrt, allow_unused=True)))
+        for i, t in enumerate(leaves[: len(self.inputs)]):
+            g = found.get(id(t))
+            if g is not None and gacc[i] is not None:
+                gacc[i].add_(g)
+        return tuple(found.get(id(c)) for c in cols)  # type: ignore[return-value]
+
+
+def chunk_rows(M: int, nodes: int = 1, chunk_size: int | None = None) -> int:
+    """Points per chunk: the [B, M²] (closed forms) or [B·J, M] (J quadrature nodes)
+    temporaries within CHUNK_ELEMENTS elements."""
+    if chunk_size is not None:
+        return chunk_size
+    return max(1, CHUNK_ELEMENTS // max(M * M, nodes * M))
+
+
+def psi_sums(kernel: Kernel, Z: Tensor, Y: Tensor, mu: Tensor, S: Tensor, *,
+             rule: tuple[Tensor, Tensor] | None = None, chunk_size: int | None = None
+             ) -> PsiSums:
+    """The Ψ sums over all points, streamed (`PsiStream`); differentiable in the kernel's
+    parameters, Z, mu and S. Shapes: Y [N, D], mu, S [N, Q], Z [M, Q]."""
+    if rule is None and not has_closed_form(kernel):
+        rule = sample_rule(Z.shape[1], Z)
+    stream = PsiStream(kernel, Z, Y.shape[1], rule)
+    size = chunk_rows(Z.shape[0], 1 if rule is None else rule[0].shape[0], chunk_size)
+    psi0, psi1_y, psi2 = streamed_sum(stream, Y, mu, size, S)
+    return PsiSums(psi0, psi1_y, psi2, (Y * Y).sum(), Y.shape[0])
+
+
+def gplvm_statistics(sums: PsiSums, L: Tensor, noise: Tensor) -> Statistics:
+    """The VFE statistics of `collapsed.Statistics` from the Ψ sums (c has D columns)."""
+    T = solve_lower(L, solve_lower(L, sums.psi2).mT)  # L⁻¹Ψ2L⁻ᵀ
+    T = 0.5 * (T + T.mT)
+    s_d = sums.psi0 - torch.diagonal(T).sum()
+    return Statistics(A=T / noise, c=solve_lower(L, sums.psi1_y) / noise, s_y=sums.yy / noise,
+                      s_loglam=sums.n * torch.log(noise), s_d=s_d, s_pen=s_d / noise, n=sums.n)
+
+
+def data_bound(sums: PsiSums, L: Tensor, noise: Tensor) -> Tensor:
+    """E_q(X)[log p(Y | X)] lower bound (F without the KL term): the VFE terms with the
+    complexity and trace terms counted once per output column."""
+    stats = gplvm_statistics(sums, L, noise)
+    data_fit, complexity, penalty = family_terms(stats, solve(stats))
+    return data_fit + sums.psi1_y.shape[1] * (complexity + penalty)
+
+
+def kl_standard_normal(mu: Tensor, S: Tensor) -> Tensor:
+    """KL(Π_n N(μ_n, diag S_n) ‖ N(0, I)) = ½ Σ (μ² + S − log S − 1)."""
+    return 0.5 * (mu * mu + S - torch.log(S) - 1.0).sum()
+
+
+def optimal_q(sums: PsiSums, L: Tensor, noise: Tensor) -> WhitenedGaussian:
+    """The bound's optimal q(v), v = L⁻¹u: N(B⁻¹c, B⁻¹), one mean column per output [M, D]."""
+    s = solve(gplvm_statistics(sums, L, noise))
+    return WhitenedGaussian(solve_lower_t(s.L_B, s.e), s.L_B, precision=True)
