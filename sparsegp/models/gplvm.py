@@ -12,20 +12,30 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from ..conditionals import WhitenedGaussian
 from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
-from ..objectives.gplvm import PsiSums, data_bound, kl_standard_normal, optimal_q, psi_sums
+from ..objectives.gplvm import (
+    PsiSums,
+    data_bound,
+    kl_standard_normal,
+    optimal_q,
+    psi_sums,
+    uncollapsed_data_term,
+)
 from ..objectives.psi import sample_rule
+from ..objectives.svgp import whitened_kl
 from ..parameters import Parameterised, as_user_value
 from ..posteriors import SparsePosterior, frozen_copy
 from ..registry import Registered
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
+from ..training.minibatch import fit_minibatch
 from ..validation import as_tensor, check_finite
 from .base import PARTS, check_jitter, state_key
 from .classes import MODELS
@@ -247,12 +257,27 @@ class BayesianGPLVM(Registered, Parameterised):
         return float(N * M * M * Q + M**3)
 
     def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
-            callback: Any = None) -> FitResult:
-        """Maximise the bound over q(X), the kernel, the noise and Z with L-BFGS-B."""
+            callback: Any = None, *, batch_size: int | None = None, epochs: int | None = None,
+            lr: float = 0.01, natgrad: bool = True, gamma: float | None = None, seed: int = 0
+            ) -> FitResult:
+        """Maximise the bound over q(X), the kernel, the noise and Z.
+
+        `batch_size=None`: the collapsed bound with L-BFGS-B (`maxiter`, `tol`). Otherwise
+        minibatches of rows of Y (large N): an explicit q(u) (SVGP-style, started at the
+        collapsed optimum; `uncollapsed_data_term`), natural-gradient steps of size `gamma` on
+        it with `natgrad`, Adam (`lr`) on everything else, for `epochs` (default ~2,000
+        steps). Either way the posterior afterwards uses the optimal q(u) given the fitted q(X)
+        and hyperparameters."""
         self._require_data()
-        with threads_for(self.evaluation_work()):
-            return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
-                              callback=callback)
+        if batch_size is None:
+            with threads_for(self.evaluation_work()):
+                return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
+                                  callback=callback)
+        steps = _MinibatchBound(self)
+        B = float(min(self.num_data, batch_size))
+        with threads_for(B * self.num_inducing**2 * self.latent_dim + self.num_inducing**3):
+            return fit_minibatch(steps, batch_size, epochs, lr, natgrad, gamma, None, progress,
+                                 seed, callback)
 
     # -- posterior and prediction ---------------------------------------------------------
     def posterior(self) -> SparsePosterior:
@@ -352,3 +377,38 @@ class _NewLatents(Parameterised):
         data = data_bound(self.fixed + new, self.L, self.noise)
         return -(data - kl_standard_normal(self.X_mean, S))
 
+
+
+class _MinibatchBound(nn.Module):
+    """The GP-LVM bound on minibatches of rows, with an explicit whitened q(v_d) = N(m_d, S_d)
+    per output, in the form `training.fit_minibatch` trains (its `X` are row indices)."""
+
+    def __init__(self, model: BayesianGPLVM) -> None:
+        super().__init__()
+        self.model = model
+        with torch.no_grad():  # start q(u) at the collapsed optimum (one streamed pass)
+            L, _ = Kuu_cholesky(model.feature, model.kernel, model.jitter)
+            sums = model._sums(model.y, model.X_mean, model.value("X_variance"))
+            q = optimal_q(sums, L, model.value("noise_variance"))
+            root = torch.linalg.cholesky(q.covariance[0])
+        D = model.y.shape[1]
+        self.q_mu = nn.Parameter(q.mean.clone())
+        self.q_sqrt = nn.Parameter(root.expand(D, *root.shape).clone())
+        self.num_data = model.num_data
+        self.X = torch.arange(model.num_data, device=model.device)
+        self.y = model.y
+
+    def elbo(self, rows: Tensor, Yb: Tensor, q_mu: Tensor | None = None,
+             q_sqrt: Tensor | None = None) -> Tensor:
+        """(N/B)(data term − KL(q(X_b))) − KL(q(v)): unbiased for the bound at this q(u)."""
+        m = self.model
+        mu, S = m.X_mean[rows], m.value("X_variance")[rows]
+        L, _ = Kuu_cholesky(m.feature, m.kernel, m.jitter)
+        q = WhitenedGaussian(self.q_mu if q_mu is None else q_mu,
+                             (self.q_sqrt if q_sqrt is None else q_sqrt).tril())
+        data = uncollapsed_data_term(m._sums(Yb, mu, S), L, m.value("noise_variance"), q)
+        scale = self.num_data / rows.shape[0]
+        return scale * (data - kl_standard_normal(mu, S)) - whitened_kl(q)
+
+    def forward(self, rows: Tensor, Yb: Tensor) -> Tensor:
+        return -(self.elbo(rows, Yb) + self.model.log_prior())

@@ -16,6 +16,7 @@ gradient: each chunk is recomputed under autograd in the backward pass).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -134,3 +135,19 @@ def optimal_q(sums: PsiSums, L: Tensor, noise: Tensor) -> WhitenedGaussian:
     """The bound's optimal q(v), v = L⁻¹u: N(B⁻¹c, B⁻¹), one mean column per output [M, D]."""
     s = solve(gplvm_statistics(sums, L, noise))
     return WhitenedGaussian(solve_lower_t(s.L_B, s.e), s.L_B, precision=True)
+
+
+def uncollapsed_data_term(sums: PsiSums, L: Tensor, noise: Tensor, q: WhitenedGaussian
+                          ) -> Tensor:
+    """Σ_n Σ_d E_q(x_n) E_q(f_d) log N(y_nd; f_d(x_n), σ²) for an explicit q(v_d) = N(m_d, S_d)
+    (v = L⁻¹u; SVGP-style, for minibatches): with T = L⁻¹Ψ2L⁻ᵀ and P = L⁻¹Ψ1ᵀY,
+    Σ E(y − f)² = ‖Y‖² − 2 Σ_d m_dᵀP_d + Σ_d tr((m_d m_dᵀ + S_d − I) T) + D ψ0.
+    With the optimal q(v) (`optimal_q`) and all points it equals `data_bound`.
+    Shapes: q.mean [M, D], q.root [D, M, M] (lower triangular, covariances S_d = R_d R_dᵀ)."""
+    D = sums.psi1_y.shape[1]
+    T = solve_lower(L, solve_lower(L, sums.psi2).mT)
+    P = solve_lower(L, sums.psi1_y)
+    m, R = q.mean, q.root.tril()
+    quadratic = (m * (T @ m)).sum() + ((T @ R) * R).sum()  # Σ_d m_dᵀTm_d + tr(S_d T)
+    sq = sums.yy - 2.0 * (m * P).sum() + quadratic + D * (sums.psi0 - torch.diagonal(T).sum())
+    return -0.5 * sums.n * D * torch.log(2.0 * math.pi * noise) - 0.5 * sq / noise

@@ -147,3 +147,29 @@ def test_kl_against_the_univariate_formula():
     q = torch.distributions.Normal(mu[0], S[0].sqrt())
     assert float(kl_standard_normal(mu, S)) == pytest.approx(
         float(torch.distributions.kl_divergence(q, p).sum()), rel=1e-13)
+
+
+def test_uncollapsed_term_at_the_optimal_q_is_the_collapsed_bound_and_below_it_elsewhere():
+    from sparsegp.conditionals import WhitenedGaussian
+    from sparsegp.objectives.gplvm import uncollapsed_data_term
+    from sparsegp.objectives.svgp import whitened_kl
+
+    Y, mu, S, Z = _problem()
+    kernel = sg.kernels.SquaredExponential(lengthscale=[0.8, 1.4], variance=1.1)
+    L, _ = Kuu_cholesky(sg.features.InducingPoints(Z), kernel, 1e-6)
+    noise = torch.tensor(0.3, dtype=F64)
+    with torch.no_grad():
+        sums = psi_sums(kernel, Z, Y, mu, S)
+        collapsed = float(data_bound(sums, L, noise))
+        q = optimal_q(sums, L, noise)
+        root = torch.linalg.cholesky(q.covariance[0]).expand(Y.shape[1], 4, 4)
+
+        def explicit(mean, R):
+            qe = WhitenedGaussian(mean, R)
+            return float(uncollapsed_data_term(sums, L, noise, qe) - whitened_kl(qe))
+
+        assert explicit(q.mean, root) == pytest.approx(collapsed, rel=1e-12)
+        g = torch.Generator().manual_seed(2)
+        for _ in range(3):
+            assert explicit(q.mean + 0.1 * torch.randn(q.mean.shape, generator=g, dtype=F64),
+                            root * (1 + 0.1 * torch.rand((), generator=g, dtype=F64))) < collapsed
