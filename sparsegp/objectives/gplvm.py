@@ -35,7 +35,7 @@ CHUNK_ELEMENTS = 2**21
 
 
 class PsiSums(NamedTuple):
-    """Σ_n ψ0_n [], Ψ1ᵀY [M, D], Σ_n ψ2_n [M, M], Σ‖y_n‖² [] and the number of points."""
+    """Σ_n ψ0_n [], Ψ1ᵀY [M, D], Σ_n ψ2_n [M, M], Σ_n y_nd² [D] and the number of points."""
 
     psi0: Tensor
     psi1_y: Tensor
@@ -48,8 +48,9 @@ class PsiSums(NamedTuple):
 
 
 class PsiStream(Stream):
-    """Chunks of (Y [B, D], μ [B, Q], S [B, Q]) add to (ψ0, Ψ1ᵀY, Ψ2); the backward pass
-    recomputes each chunk under autograd (gradients for the kernel, Z, μ and S)."""
+    """Chunks of (μ [B, Q], S [B, Q], Y [B, D]) add to (ψ0, Ψ1ᵀY, Ψ2); the backward pass
+    recomputes each chunk under autograd (gradients for the kernel, Z, μ, S and Y — Y is a
+    parameter where the outputs are themselves latent, e.g. the next states of a GPSSM)."""
 
     def __init__(self, kernel: Kernel, Z: Tensor, D: int, rule: tuple[Tensor, Tensor] | None
                  ) -> None:
@@ -57,7 +58,7 @@ class PsiStream(Stream):
         self.inputs = (*(p for p in kernel.parameters() if p.requires_grad),
                        *((Z,) if Z.requires_grad else ()))
 
-    def _sums(self, Yb: Tensor, mu: Tensor, S: Tensor, Z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _sums(self, mu: Tensor, S: Tensor, Yb: Tensor, Z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         psi0, psi1, psi2 = psi_chunk(self.kernel, Z, mu, S, self.rule)
         return psi0, psi1.mT @ Yb, psi2
 
@@ -65,17 +66,17 @@ class PsiStream(Stream):
         z = self.Z.new_zeros
         return [z(()), z(self.Z.shape[0], self.D), z(self.Z.shape[0], self.Z.shape[0])]
 
-    def add(self, acc: list[Tensor], Yb: Tensor, mu: Tensor, S: Tensor) -> None:
-        for total, part in zip(acc, self._sums(Yb, mu, S, self.Z.detach())):
+    def add(self, acc: list[Tensor], _: Tensor, mu: Tensor, S: Tensor, Yb: Tensor) -> None:
+        for total, part in zip(acc, self._sums(mu, S, Yb, self.Z.detach())):
             total.add_(part)
 
-    def grad_chunk(self, gacc: list, Yb: Tensor, mu: Tensor, S: Tensor, grads: Sequence[Tensor]
-                   ) -> tuple[Tensor | None, Tensor | None]:
-        want = self.want_columns or (False, False)
+    def grad_chunk(self, gacc: list, _: Tensor, mu: Tensor, S: Tensor, Yb: Tensor,
+                   grads: Sequence[Tensor]) -> tuple[Tensor | None, ...]:
+        want = self.want_columns or (False, False, False)
         with torch.enable_grad():
             Z = self.Z.detach().requires_grad_(self.Z.requires_grad)
-            cols = [c.detach().requires_grad_(w) for c, w in zip((mu, S), want)]
-            parts = self._sums(Yb, *cols, Z)
+            cols = [c.detach().requires_grad_(w) for c, w in zip((mu, S, Yb), want)]
+            parts = self._sums(*cols, Z)
             total = sum((p * g).sum() for p, g in zip(parts, grads))
             params = [p for p in self.kernel.parameters() if p.requires_grad]
             leaves = [*params, *((Z,) if Z.requires_grad else ()), *cols]
@@ -85,7 +86,7 @@ class PsiStream(Stream):
             g = found.get(id(t))
             if g is not None and gacc[i] is not None:
                 gacc[i].add_(g)
-        return tuple(found.get(id(c)) for c in cols)  # type: ignore[return-value]
+        return tuple(found.get(id(c)) for c in cols)
 
 
 def chunk_rows(M: int, nodes: int = 1, chunk_size: int | None = None) -> int:
@@ -100,13 +101,15 @@ def psi_sums(kernel: Kernel, Z: Tensor, Y: Tensor, mu: Tensor, S: Tensor, *,
              rule: tuple[Tensor, Tensor] | None = None, chunk_size: int | None = None
              ) -> PsiSums:
     """The Ψ sums over all points, streamed (`PsiStream`); differentiable in the kernel's
-    parameters, Z, mu and S. Shapes: Y [N, D], mu, S [N, Q], Z [M, Q]."""
+    parameters, Z, mu, S and Y. Shapes: Y [N, D], mu, S [N, Q], Z [M, Q]; `yy` [D] holds
+    Σ_n y_nd² per output."""
     if rule is None and not has_closed_form(kernel):
         rule = sample_rule(Z.shape[1], Z)
     stream = PsiStream(kernel, Z, Y.shape[1], rule)
     size = chunk_rows(Z.shape[0], 1 if rule is None else rule[0].shape[0], chunk_size)
-    psi0, psi1_y, psi2 = streamed_sum(stream, Y, mu, size, S)
-    return PsiSums(psi0, psi1_y, psi2, (Y * Y).sum(), Y.shape[0])
+    rows = mu.new_empty(mu.shape[0], 0)  # the stream's columns are all in the extras
+    psi0, psi1_y, psi2 = streamed_sum(stream, rows, mu, size, S, Y)
+    return PsiSums(psi0, psi1_y, psi2, (Y * Y).sum(0), Y.shape[0])
 
 
 def gplvm_statistics(sums: PsiSums, L: Tensor, noise: Tensor) -> Statistics:
@@ -114,7 +117,7 @@ def gplvm_statistics(sums: PsiSums, L: Tensor, noise: Tensor) -> Statistics:
     T = solve_lower(L, solve_lower(L, sums.psi2).mT)  # L⁻¹Ψ2L⁻ᵀ
     T = 0.5 * (T + T.mT)
     s_d = sums.psi0 - torch.diagonal(T).sum()
-    return Statistics(A=T / noise, c=solve_lower(L, sums.psi1_y) / noise, s_y=sums.yy / noise,
+    return Statistics(A=T / noise, c=solve_lower(L, sums.psi1_y) / noise, s_y=sums.yy.sum() / noise,
                       s_loglam=sums.n * torch.log(noise), s_d=s_d, s_pen=s_d / noise, n=sums.n)
 
 
@@ -139,15 +142,16 @@ def optimal_q(sums: PsiSums, L: Tensor, noise: Tensor) -> WhitenedGaussian:
 
 def uncollapsed_data_term(sums: PsiSums, L: Tensor, noise: Tensor, q: WhitenedGaussian
                           ) -> Tensor:
-    """Σ_n Σ_d E_q(x_n) E_q(f_d) log N(y_nd; f_d(x_n), σ²) for an explicit q(v_d) = N(m_d, S_d)
+    """Σ_n Σ_d E_q(x_n) E_q(f_d) log N(y_nd; f_d(x_n), σ_d²) for an explicit q(v_d) = N(m_d, S_d)
     (v = L⁻¹u; SVGP-style, for minibatches): with T = L⁻¹Ψ2L⁻ᵀ and P = L⁻¹Ψ1ᵀY,
-    Σ E(y − f)² = ‖Y‖² − 2 Σ_d m_dᵀP_d + Σ_d tr((m_d m_dᵀ + S_d − I) T) + D ψ0.
-    With the optimal q(v) (`optimal_q`) and all points it equals `data_bound`.
-    Shapes: q.mean [M, D], q.root [D, M, M] (lower triangular, covariances S_d = R_d R_dᵀ)."""
-    D = sums.psi1_y.shape[1]
+    Σ_n E(y_nd − f_d)² = Σ_n y_nd² − 2 m_dᵀP_d + tr((m_d m_dᵀ + S_d − I) T) + ψ0.
+    With the optimal q(v) (`optimal_q`), one noise and all points it equals `data_bound`.
+    Shapes: q.mean [M, D], q.root [D, M, M] (lower triangular, covariances S_d = R_d R_dᵀ),
+    noise [] or one per output [D]."""
     T = solve_lower(L, solve_lower(L, sums.psi2).mT)
     P = solve_lower(L, sums.psi1_y)
     m, R = q.mean, q.root.tril()
-    quadratic = (m * (T @ m)).sum() + ((T @ R) * R).sum()  # Σ_d m_dᵀTm_d + tr(S_d T)
-    sq = sums.yy - 2.0 * (m * P).sum() + quadratic + D * (sums.psi0 - torch.diagonal(T).sum())
-    return -0.5 * sums.n * D * torch.log(2.0 * math.pi * noise) - 0.5 * sq / noise
+    quadratic = (m * (T @ m)).sum(0) + ((T @ R) * R).sum((-2, -1))  # m_dᵀTm_d + tr(S_d T)
+    sq = sums.yy - 2.0 * (m * P).sum(0) + quadratic + (sums.psi0 - torch.diagonal(T).sum())
+    noise = noise.expand(sq.shape)
+    return (-0.5 * sums.n * torch.log(2.0 * math.pi * noise) - 0.5 * sq / noise).sum()

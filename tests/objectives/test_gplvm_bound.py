@@ -100,7 +100,8 @@ def test_the_bound_is_below_the_exact_evidence_computed_by_quadrature_over_X():
                          ids=["se", "matern52-quadrature"])
 def test_streamed_gradients_equal_one_dense_autograd_evaluation(kernel):
     Y, mu, S, Z = _problem(N=13)
-    mu, S, Z = (t.clone().requires_grad_() for t in (mu, S, Z))
+    # Y too: the outputs are parameters where they are latent (the next states of a GPSSM)
+    Y, mu, S, Z = (t.clone().requires_grad_() for t in (Y, mu, S, Z))
     params = [p for p in kernel.parameters()]
 
     def both(chunk):
@@ -113,7 +114,7 @@ def test_streamed_gradients_equal_one_dense_autograd_evaluation(kernel):
 
     g = torch.Generator().manual_seed(5)
     weights = [torch.randn(t.shape, generator=g, dtype=F64) for t in dense()]
-    leaves = [mu, S, Z, *params]
+    leaves = [mu, S, Z, Y, *params]
     ref_val = [t.detach() for t in dense()]
     ref = torch.autograd.grad(sum((t * w).sum() for t, w in zip(dense(), weights)), leaves)
     for chunk in (4, 100):
