@@ -3,6 +3,7 @@
 from .base import Model
 from .gplvm import BayesianGPLVM
 from .gpr import GPR
+from .gpssm import GPSSM
 from .persistence import load
 from .regression import GPModel
 from .sgpc import SGPC
@@ -10,4 +11,4 @@ from .sgpr import SGPR
 from .spectral import RFF, SSGP
 from .svgp import SVGP
 
-__all__ = ["Model", "BayesianGPLVM", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "load"]
+__all__ = ["Model", "BayesianGPLVM", "GPSSM", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "load"]

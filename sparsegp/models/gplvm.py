@@ -74,6 +74,22 @@ def pca_latents(Y: Tensor, Q: int, seed: int = 0) -> Tensor:
     return X
 
 
+def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int, rows: str
+                    ) -> InducingPoints:
+    """Inducing points in a latent space: given [M, Q], or M (default `default`) chosen from
+    the starting latent points [N, Q] by seeded k-means++."""
+    if isinstance(value, Tensor | np.ndarray | list):
+        feature = InducingPoints(value)
+        if feature.input_dim != Q:
+            raise ValueError(f"inducing_points must have {Q} columns (the latent dimension); "
+                             f"got {feature.input_dim}")
+        return feature
+    M = _positive_int(default if value is None else value, "inducing_points")
+    if M > latent.shape[0]:
+        raise ValueError(f"inducing_points = {M} is more than the {latent.shape[0]} {rows}")
+    return InducingPoints.from_data(latent, M, seed=seed)
+
+
 class BayesianGPLVM(Registered, Parameterised):
     """Bayesian GP-LVM with M inducing points in a Q-dimensional latent space.
 
@@ -113,17 +129,7 @@ class BayesianGPLVM(Registered, Parameterised):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
         mu = pca_latents(Y, Q, seed) if X_mean is None else self._latent(X_mean, "X_mean", N, Q)
-        if isinstance(inducing_points, Tensor | np.ndarray | list):
-            feature = InducingPoints(inducing_points)
-            if feature.input_dim != Q:
-                raise ValueError(f"inducing_points must have {Q} columns (latent_dim); got "
-                                 f"{feature.input_dim}")
-        else:
-            M = _positive_int(min(N, 30) if inducing_points is None else inducing_points,
-                              "inducing_points")
-            if M > N:
-                raise ValueError(f"inducing_points = {M} is more than the {N} rows of Y")
-            feature = InducingPoints.from_data(mu, M, seed=seed)
+        feature = inducing_inputs(inducing_points, mu, Q, min(N, 30), seed, "rows of Y")
         config = {"num_data": N, "output_dim": D, "latent_dim": Q,
                   "jitter": check_jitter(jitter), "chunk_size": chunk_size,
                   "quadrature_points": quadrature_points, "dtype": str(dtype).replace("torch.", "")}

@@ -121,12 +121,24 @@ def gplvm_statistics(sums: PsiSums, L: Tensor, noise: Tensor) -> Statistics:
                       s_loglam=sums.n * torch.log(noise), s_d=s_d, s_pen=s_d / noise, n=sums.n)
 
 
+def _per_output(sums: PsiSums, noise: Tensor) -> list[tuple[PsiSums, Tensor]]:
+    """One (sums, noise) per output column when the noise differs per output, else one."""
+    if noise.dim() == 0:
+        return [(sums, noise)]
+    return [(sums._replace(psi1_y=sums.psi1_y[:, d:d + 1], yy=sums.yy[d:d + 1]), noise[d])
+            for d in range(noise.shape[0])]
+
+
 def data_bound(sums: PsiSums, L: Tensor, noise: Tensor) -> Tensor:
     """E_q(X)[log p(Y | X)] lower bound (F without the KL term): the VFE terms with the
-    complexity and trace terms counted once per output column."""
-    stats = gplvm_statistics(sums, L, noise)
-    data_fit, complexity, penalty = family_terms(stats, solve(stats))
-    return data_fit + sums.psi1_y.shape[1] * (complexity + penalty)
+    complexity and trace terms counted once per output column (noise [] or one per output
+    [D]: the outputs then have their own B = I + L⁻¹Ψ2L⁻ᵀ/σ_d²)."""
+    total = L.new_zeros(())
+    for part, sigma2 in _per_output(sums, noise):
+        stats = gplvm_statistics(part, L, sigma2)
+        data_fit, complexity, penalty = family_terms(stats, solve(stats))
+        total = total + data_fit + part.psi1_y.shape[1] * (complexity + penalty)
+    return total
 
 
 def kl_standard_normal(mu: Tensor, S: Tensor) -> Tensor:
@@ -135,9 +147,14 @@ def kl_standard_normal(mu: Tensor, S: Tensor) -> Tensor:
 
 
 def optimal_q(sums: PsiSums, L: Tensor, noise: Tensor) -> WhitenedGaussian:
-    """The bound's optimal q(v), v = L⁻¹u: N(B⁻¹c, B⁻¹), one mean column per output [M, D]."""
-    s = solve(gplvm_statistics(sums, L, noise))
-    return WhitenedGaussian(solve_lower_t(s.L_B, s.e), s.L_B, precision=True)
+    """The bound's optimal q(v), v = L⁻¹u: N(B⁻¹c, B⁻¹), one mean column per output [M, D]
+    (with one noise per output, one precision root per output: root [D, M, M])."""
+    parts = [solve(gplvm_statistics(part, L, sigma2)) for part, sigma2 in _per_output(sums, noise)]
+    if len(parts) == 1:
+        return WhitenedGaussian(solve_lower_t(parts[0].L_B, parts[0].e), parts[0].L_B,
+                                precision=True)
+    return WhitenedGaussian(torch.cat([solve_lower_t(p.L_B, p.e) for p in parts], 1),
+                            torch.stack([p.L_B for p in parts]), precision=True)
 
 
 def uncollapsed_data_term(sums: PsiSums, L: Tensor, noise: Tensor, q: WhitenedGaussian

@@ -1,0 +1,327 @@
+"""The Gaussian process state-space model (Frigola et al. 2014; van der Wilk 2018, §6.3).
+
+One observed sequence Y [T, P]; latent states x_t ∈ R^Q with a GP transition and a linear-
+Gaussian emission; the bound of `objectives/gpssm.py`, mean-field q(x) and q(u).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..conditionals import WhitenedGaussian
+from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
+from ..covariances import Kuf, Kuu_cholesky
+from ..kernels.base import Kernel
+from ..kernels.stationary import SquaredExponential
+from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
+from ..objectives.gpssm import emission_term, entropy, initial_term, transition_sums
+from ..objectives.svgp import whitened_kl
+from ..parameters import Parameterised, as_user_value
+from ..posteriors import SparsePosterior
+from ..registry import Registered
+from ..threads import threads_for
+from ..training import FitResult, fit_lbfgsb
+from ..training.minibatch import fit_minibatch
+from ..validation import as_tensor, check_finite
+from .base import PARTS, check_jitter, state_key
+from .classes import MODELS
+from .gplvm import _outputs, _positive_int, inducing_inputs, pca_latents
+from .persistence import save_model
+
+
+class GPSSM(Registered, Parameterised):
+    """GP state-space model x_{t+1} = f(x_t) + ε, y_t = C x_t + d + ν for one sequence Y [T, P]
+    (rows are time steps) with a Q-dimensional state and M inducing points in state space.
+
+    f has one GP per state dimension (shared `kernel`, default squared exponential with ARD
+    lengthscales, and shared inducing inputs); ε ~ N(0, diag q), ν ~ N(0, diag R), x_0 ~
+    N(0, I). `emission=C` [P, Q] fixes the emission (offset d = 0; e.g. C = I when the states
+    are observed with noise), otherwise C and d are learned from a PCA start. The states'
+    q(x_t) = N(μ_t, diag S_t) start at the PCA scores (or `C`'s least-squares states).
+    `fit()` maximises the bound with q(u) collapsed (L-BFGS-B) or, with `batch_size`, on
+    minibatches of transitions with an explicit q(u) (natural gradients) and Adam.
+    `transition(X)` gives q(f(X)); `forecast(steps)` samples trajectories beyond the data.
+
+    >>> import numpy as np, sparsegp as sg
+    >>> x = [0.5]
+    >>> for _ in range(59): x.append(0.8 * np.sin(2 * x[-1]) + 0.05 * np.random.randn())
+    >>> m = sg.GPSSM(np.array(x)[:, None], state_dim=1, inducing_points=8, emission=[[1.0]])
+    >>> _ = m.fit(maxiter=50); mean, var = m.transition(np.linspace(-1, 1, 5)[:, None])
+    """
+
+    registry = MODELS
+    saves_data_by_default = True
+
+    def __init__(self, Y: Any, state_dim: int = 1, inducing_points: Any = None,
+                 kernel: Kernel | None = None, *, emission: Any = None,
+                 process_noise: Any = None, emission_noise: Any = None,
+                 jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
+                 seed: int = 0, dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        Y = _outputs(Y, "Y", 3)
+        T, P = Y.shape
+        Q = _positive_int(state_dim, "state_dim")
+        if kernel is None:
+            kernel = SquaredExponential(lengthscale=torch.ones(Q))
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+        if emission is None:
+            mu = pca_latents(Y, Q, seed)
+            C = torch.linalg.lstsq(mu, Y - Y.mean(0)).solution.mT  # Y − ȳ ≈ μ Cᵀ
+            d = Y.mean(0)
+        else:
+            C = check_finite(as_tensor(emission, "emission"), "emission").to(PARAMETER_DTYPE)
+            if tuple(C.shape) != (P, Q):
+                raise ValueError(f"emission must be a matrix C of shape ({P}, {Q}) [outputs, "
+                                 f"state_dim]; got {tuple(C.shape)}")
+            d = torch.zeros(P, dtype=PARAMETER_DTYPE)
+            mu = torch.linalg.lstsq(C, Y.mT).solution.mT  # least-squares states
+        feature = inducing_inputs(inducing_points, mu[:-1], Q, min(T - 1, 20), seed,
+                                  "transitions")
+        config = {"num_steps": T, "output_dim": P, "state_dim": Q,
+                  "learn_emission": emission is None, "jitter": check_jitter(jitter),
+                  "chunk_size": chunk_size,
+                  "dtype": str(dtype or torch.float64).replace("torch.", "")}
+        self._build(config, {"kernel": kernel, "feature": feature})
+        self.y = Y
+        with torch.no_grad():
+            self.C.copy_(C)
+            self.d.copy_(d)
+        state_var = float(mu.var(0).mean()) or 1.0
+        self.kernel.initialise_from_data(mu, state_var)
+        self.set_value("X_mean", mu)
+        self.set_value("X_variance", torch.full((T, Q), 0.05 * state_var))
+        self.set_value("process_noise", torch.full((Q,), 0.1 * state_var)
+                       if process_noise is None else process_noise)
+        resid = Y - mu @ C.mT - d
+        self.set_value("emission_noise", (resid.var(0) + 0.01 * Y.var(0)).clamp_min(1e-4)
+                       if emission_noise is None else emission_noise)
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        self._config = dict(config)
+        T, P, Q = config["num_steps"], config["output_dim"], config["state_dim"]
+        self.kernel = parts["kernel"].to(dtype=PARAMETER_DTYPE)
+        self.feature = parts["feature"].to(dtype=PARAMETER_DTYPE)
+        self._add_free("X_mean", torch.zeros(T, Q, dtype=PARAMETER_DTYPE))
+        self._add_positive("X_variance", torch.ones(T, Q, dtype=PARAMETER_DTYPE),
+                           POSITIVE_FLOOR, max_dim=2)
+        self._add_positive("process_noise", torch.ones(Q, dtype=PARAMETER_DTYPE), NOISE_FLOOR)
+        self._add_positive("emission_noise", torch.ones(P, dtype=PARAMETER_DTYPE), NOISE_FLOOR)
+        self._add_free("C", torch.zeros(P, Q, dtype=PARAMETER_DTYPE))
+        self._add_free("d", torch.zeros(P, dtype=PARAMETER_DTYPE))
+        if not config["learn_emission"]:
+            self.freeze("C", "d")
+        self.register_buffer("X", None, persistent=False)
+        self.register_buffer("y", None, persistent=False)
+        self._cache: tuple[SparsePosterior, tuple] | None = None
+        self.metadata: dict[str, Any] = {}
+
+    @classmethod
+    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> GPSSM:
+        model = cls.__new__(cls)
+        Parameterised.__init__(model)
+        model._build(config, {n: PARTS[n].build(config[n]) for n in ("kernel", "feature")})
+        return model
+
+    # -- what users read ------------------------------------------------------------------
+    @property
+    def state_mean(self) -> np.ndarray:
+        """μ [T, Q]: the means of q(x_t)."""
+        return as_user_value(self.X_mean)
+
+    @property
+    def state_variance(self) -> np.ndarray:
+        return as_user_value(self.value("X_variance"))
+
+    @property
+    def process_noise(self) -> np.ndarray:
+        return as_user_value(self.value("process_noise"))
+
+    @property
+    def emission_noise(self) -> np.ndarray:
+        return as_user_value(self.value("emission_noise"))
+
+    @property
+    def emission(self) -> tuple[np.ndarray, np.ndarray]:
+        """(C [P, Q], d [P])."""
+        return as_user_value(self.C), as_user_value(self.d)
+
+    @property
+    def num_inducing(self) -> int:
+        return self.feature.num_inducing
+
+    @property
+    def jitter(self) -> float:
+        return self._config["jitter"]
+
+    @property
+    def device(self) -> torch.device:
+        return self.X_mean.device
+
+    # -- the bound ------------------------------------------------------------------------
+    def _require_data(self) -> None:
+        if self.y is None:
+            raise RuntimeError("this GPSSM was saved without Y: it can forecast but not "
+                               "evaluate or fit the bound")
+
+    def _transitions(self, steps: Tensor | None = None) -> PsiSums:
+        return transition_sums(self.kernel, self.feature.Z, self.X_mean,
+                               self.value("X_variance"), steps,
+                               chunk_size=self._config["chunk_size"])
+
+    def _step_terms(self, steps: Tensor) -> Tensor:
+        """Emission and entropy of the states t + 1 for the transitions t in `steps`."""
+        rows = steps + 1
+        S = self.value("X_variance")[rows]
+        return (emission_term(self.y[rows], self.X_mean[rows], S, self.C, self.d,
+                              self.value("emission_noise")) + entropy(S))
+
+    def _first(self) -> Tensor:
+        """E log p(x_0) + the emission of y_0 + the entropy of q(x_0)."""
+        mu, S = self.X_mean[:1], self.value("X_variance")[:1]
+        return (initial_term(mu[0], S[0]) + entropy(S)
+                + emission_term(self.y[:1], mu, S, self.C, self.d, self.value("emission_noise")))
+
+    def elbo(self) -> Tensor:
+        """The bound with q(u) at its optimum (collapsed), differentiable."""
+        self._require_data()
+        L, _ = Kuu_cholesky(self.feature, self.kernel, self.jitter)
+        steps = torch.arange(self._config["num_steps"] - 1, device=self.device)
+        return (self._first() + self._step_terms(steps)
+                + data_bound(self._transitions(), L, self.value("process_noise")))
+
+    def log_marginal_likelihood(self) -> float:
+        """The bound on log p(Y) (a float)."""
+        with torch.no_grad():
+            return float(self.elbo())
+
+    def training_loss(self) -> Tensor:
+        return -(self.elbo() + self.log_prior())
+
+    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
+            callback: Any = None, *, batch_size: int | None = None, epochs: int | None = None,
+            lr: float = 0.01, natgrad: bool = True, gamma: float | None = None, seed: int = 0
+            ) -> FitResult:
+        """Maximise the bound: collapsed q(u) and L-BFGS-B (`maxiter`), or minibatches of
+        `batch_size` transitions with an explicit q(u) (see `BayesianGPLVM.fit`)."""
+        self._require_data()
+        T, M, Q = self._config["num_steps"], self.num_inducing, self._config["state_dim"]
+        if batch_size is None:
+            with threads_for(float(T * M * M * Q + M**3)):
+                return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
+                                  callback=callback)
+        with threads_for(float(min(T, batch_size) * M * M * Q + M**3)):
+            return fit_minibatch(_MinibatchTransitions(self), batch_size, epochs, lr, natgrad,
+                                 gamma, None, progress, seed, callback)
+
+    # -- posterior, transition, forecasts -------------------------------------------------
+    def posterior(self) -> SparsePosterior:
+        """q(f) of the transition (Q latent functions) from the optimal q(u)."""
+        key = state_key(self)
+        if self._cache is not None and self._cache[1] == key:
+            return self._cache[0]
+        self._require_data()
+        with torch.no_grad():
+            L, used = Kuu_cholesky(self.feature, self.kernel, self.jitter)
+            noise = self.value("process_noise")
+            q = optimal_q(self._transitions(), L, noise)
+            post = SparsePosterior(self.kernel, self.feature, L, q, noise, used)
+        self._cache = (post, key)
+        return post
+
+    def transition(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance [N*, Q] of f(x) under q(f) at states X [N*, Q]."""
+        Q = self._config["state_dim"]
+        X = check_finite(as_tensor(X, "X"), "X").to(PARAMETER_DTYPE)
+        if X.dim() != 2 or X.shape[1] != Q:
+            raise ValueError(f"X must have shape [N*, {Q}] (state_dim columns); got "
+                             f"{tuple(X.shape)}")
+        mean, var = self.posterior().predict_f(X.to(self.device))
+        return (mean.reshape(-1, Q).cpu().numpy(), var.reshape(-1, Q).cpu().numpy())
+
+    def forecast(self, steps: int, num_samples: int = 200, seed: int = 0
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """k-step predictions beyond the data: (mean [k, P], variance [k, P], samples
+        [num_samples, k, P]) of y_{T}, …, y_{T+k−1}, from trajectories that start at q(x_{T−1}),
+        draw u ~ q(u) once per trajectory and then, per step, f(x) ~ p(f | u) (its own
+        residual each step: the approximating process), the process and the emission noise."""
+        steps = _positive_int(steps, "steps")
+        num_samples = _positive_int(num_samples, "num_samples")
+        post = self.posterior()
+        g = torch.Generator(device="cpu").manual_seed(seed)
+
+        def normal(*shape: int) -> Tensor:
+            return torch.randn(*shape, generator=g, dtype=PARAMETER_DTYPE).to(self.device)
+
+        with torch.no_grad():
+            Q = self._config["state_dim"]
+            L_B = post.q.root if post.q.root.dim() == 3 else post.q.root.expand(Q, -1, -1)
+            # v_j = m_j + L_B,j⁻ᵀ ε has covariance B_j⁻¹ (q is stored by its precision root)
+            eps = normal(Q, L_B.shape[-1], num_samples)
+            v = post.q.mean.mT[..., None] + torch.linalg.solve_triangular(L_B.mT, eps, upper=True)
+            x = self.X_mean[-1] + self.value("X_variance")[-1].sqrt() * normal(num_samples, Q)
+            q_sd, r_sd = self.value("process_noise").sqrt(), self.value("emission_noise").sqrt()
+            out = []
+            for _ in range(steps):
+                a = torch.linalg.solve_triangular(post.L, Kuf(self.feature, self.kernel, x),
+                                                  upper=False)
+                f = torch.einsum("ms,jms->sj", a, v)
+                resid = (self.kernel.K_diag(x) - (a * a).sum(0)).clamp_min(0.0)
+                x = f + resid.sqrt()[:, None] * normal(num_samples, Q) + q_sd * normal(num_samples, Q)
+                out.append(x @ self.C.mT + self.d + r_sd * normal(num_samples, r_sd.shape[0]))
+            samples = torch.stack(out, 1)
+        return (samples.mean(0).cpu().numpy(), samples.var(0).cpu().numpy(),
+                samples.cpu().numpy())
+
+    # -- persistence ----------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return {**self._config, "kernel": self.kernel.config(), "feature": self.feature.config()}
+
+    def data_extras(self) -> dict[str, Tensor]:
+        return {}
+
+    def save(self, path: Any, include_data: bool | None = None) -> None:
+        save_model(self, path, include_data)
+
+    def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
+        return SparsePosterior.from_state(self.kernel, self.feature, saved)
+
+    def _adopt_posterior(self, post: SparsePosterior) -> None:
+        self._cache = (post, state_key(self))
+
+
+class _MinibatchTransitions(nn.Module):
+    """The GPSSM bound on minibatches of transitions t → t + 1 with an explicit q(v_j) per
+    state dimension, for `training.fit_minibatch` (its `X` are transition indices):
+    (first terms) + (T−1)/B Σ_{t ∈ batch} (transition + emission and entropy of x_{t+1}) − KL."""
+
+    def __init__(self, model: GPSSM) -> None:
+        super().__init__()
+        self.model = model
+        with torch.no_grad():
+            L, _ = Kuu_cholesky(model.feature, model.kernel, model.jitter)
+            q = optimal_q(model._transitions(), L, model.value("process_noise"))
+            root = torch.linalg.cholesky(q.covariance)
+        Q = model._config["state_dim"]
+        self.q_mu = nn.Parameter(q.mean.clone())
+        self.q_sqrt = nn.Parameter(root.expand(Q, *root.shape[-2:]).clone())
+        self.num_data = model._config["num_steps"] - 1
+        self.X = torch.arange(self.num_data, device=model.device)
+        self.y = self.X  # unused: the batches are indices
+
+    def elbo(self, steps: Tensor, _: Tensor, q_mu: Tensor | None = None,
+             q_sqrt: Tensor | None = None) -> Tensor:
+        m = self.model
+        L, _ = Kuu_cholesky(m.feature, m.kernel, m.jitter)
+        q = WhitenedGaussian(self.q_mu if q_mu is None else q_mu,
+                             (self.q_sqrt if q_sqrt is None else q_sqrt).tril())
+        batch = (uncollapsed_data_term(m._transitions(steps), L, m.value("process_noise"), q)
+                 + m._step_terms(steps))
+        return m._first() + self.num_data / steps.shape[0] * batch - whitened_kl(q)
+
+    def forward(self, steps: Tensor, y: Tensor) -> Tensor:
+        return -(self.elbo(steps, y) + self.model.log_prior())
