@@ -1,0 +1,127 @@
+"""sg.GPSSM: the kink transition recovered, minibatches, forecasts, save/load, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sparsegp as sg
+from sparsegp.models.gpssm import _MinibatchTransitions
+
+
+def kink(x):
+    """The kink function of Frigola et al. (2014)."""
+    return 0.8 + (x + 0.2) * (1 - 5 / (1 + np.exp(-2 * x)))
+
+
+def _kink_data(seed=0, T=150):
+    rng = np.random.default_rng(seed)
+    x = [0.5]
+    for _ in range(T - 1):
+        x.append(kink(x[-1]) + np.sqrt(0.05) * rng.standard_normal())
+    x = np.array(x)
+    return x, (x + np.sqrt(0.1) * rng.standard_normal(T))[:, None]
+
+
+@pytest.fixture(scope="module")
+def kink_model():
+    x, y = _kink_data()
+    m = sg.GPSSM(y, state_dim=1, inducing_points=10, emission=[[1.0]])
+    m.fit(maxiter=300)
+    return x, y, m
+
+
+def test_the_learned_transition_recovers_the_kink_function(kink_model):
+    # over the visited states (5–95% quantiles): the error is a fraction of a straight line's
+    # (measured, seeds 0–3: RMSE 0.10–0.19 against 1.07–1.20) and the truth lies within the
+    # ±2σ band of the next state, f(x) ± 2 √(var f(x) + q), at ≥ 90% of the grid (measured 100%)
+    x, _, m = kink_model
+    lo, hi = np.quantile(x[:-1], [0.05, 0.95])
+    grid = np.linspace(lo, hi, 50)[:, None]
+    mean, var = m.transition(grid)
+    err = mean[:, 0] - kink(grid[:, 0])
+    line = np.polyval(np.polyfit(x[:-1], x[1:], 1), grid[:, 0]) - kink(grid[:, 0])
+    rmse = np.sqrt(np.mean(err**2))
+    assert rmse < 0.35 and rmse < 0.3 * np.sqrt(np.mean(line**2))
+    band = 2 * np.sqrt(var[:, 0] + m.process_noise[0])
+    assert np.mean(np.abs(err) < band) >= 0.9
+    # the smoothed states are closer to the truth than the observations
+    assert np.sqrt(np.mean((m.state_mean[:, 0] - x) ** 2)) < np.sqrt(0.1)
+
+
+def test_forecasts_are_seeded_and_their_spread_grows_from_the_emission_noise(kink_model):
+    _, _, m = kink_model
+    mean, var, samples = m.forecast(6, num_samples=500, seed=3)
+    assert mean.shape == var.shape == (6, 1) and samples.shape == (500, 6, 1)
+    np.testing.assert_array_equal(samples, m.forecast(6, num_samples=500, seed=3)[2])
+    assert np.all(var > m.emission_noise)
+    np.testing.assert_allclose(mean, samples.mean(0))
+    # one step ahead: the mean is the transition at the last state, up to sampling error
+    f_mean, _ = m.transition(m.state_mean[-1:])
+    assert abs(mean[0, 0] - f_mean[0, 0]) < 5 * np.sqrt(var[0, 0] / 500) + 0.05
+
+
+def test_minibatch_estimates_average_to_the_full_bound_and_training_improves_it():
+    _, y = _kink_data(T=41)
+    m = sg.GPSSM(y, state_dim=1, inducing_points=6, emission=[[1.0]])
+    steps = _MinibatchTransitions(m)
+    order = torch.randperm(40, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = float(steps.elbo(steps.X, steps.X))
+        parts = [float(steps.elbo(b, b)) for b in order.view(4, 10)]
+    assert np.mean(parts) == pytest.approx(full, rel=1e-12)
+    assert full == pytest.approx(m.log_marginal_likelihood(), rel=1e-10)  # q(u) at its optimum
+    start = m.log_marginal_likelihood()
+    result = m.fit(batch_size=10, epochs=40, lr=0.02, progress=False)
+    assert result.success and m.log_marginal_likelihood() > start
+
+
+def test_learned_emission_and_two_states():
+    # a 2-D linear oscillation seen through 3 outputs: C, d and the noises are learned
+    rng = np.random.default_rng(0)
+    T, theta = 80, 0.3
+    A = 0.97 * np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+    x = [np.array([1.0, 0.0])]
+    for _ in range(T - 1):
+        x.append(A @ x[-1] + 0.05 * rng.standard_normal(2))
+    Y = np.array(x) @ rng.standard_normal((2, 3)) + 0.5 + 0.05 * rng.standard_normal((T, 3))
+    m = sg.GPSSM(Y, state_dim=2, inducing_points=8)
+    start = m.log_marginal_likelihood()
+    m.fit(maxiter=150)
+    assert m.log_marginal_likelihood() > start
+    C, d = m.emission
+    recon = m.state_mean @ C.T + d
+    assert np.sqrt(np.mean((recon - Y) ** 2)) < 0.2 * Y.std()
+
+
+def test_save_and_load_round_trip(kink_model, tmp_path):
+    _, _, m = kink_model
+    m.save(tmp_path / "ssm.pt")
+    m2 = sg.load(tmp_path / "ssm.pt")
+    grid = np.linspace(-2, 1, 7)[:, None]
+    for a, b in zip(m.transition(grid), m2.transition(grid)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(m.forecast(3, seed=1)[2], m2.forecast(3, seed=1)[2])
+    assert m2.log_marginal_likelihood() == m.log_marginal_likelihood()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"state_dim": 0}, "state_dim must be a positive integer"),
+    ({"emission": [[1.0, 2.0]]}, r"emission must be a matrix C of shape \(1, 1\)"),
+    ({"inducing_points": 50}, "more than the 29 transitions"),
+    ({"inducing_points": np.zeros((3, 2))}, "must have 1 columns"),
+])
+def test_bad_arguments_are_named(kwargs, message):
+    _, y = _kink_data(T=30)
+    with pytest.raises(ValueError, match=message):
+        sg.GPSSM(y, **{"state_dim": 1, **kwargs})
+
+
+def test_bad_data_are_named(kink_model):
+    with pytest.raises(ValueError, match="N ≥ 3 rows"):
+        sg.GPSSM(np.zeros((2, 1)))
+    with pytest.raises(ValueError, match=r"X must have shape \[N\*, 1\]"):
+        kink_model[2].transition(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        kink_model[2].forecast(0)
