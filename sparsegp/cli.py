@@ -102,10 +102,11 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from .experiments import bauer2016, bui2017, vdw2018_conv, vdw2018_interdomain
+    from .experiments import bauer2016, bui2017, randominputs, vdw2018_conv, vdw2018_interdomain
 
     runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
-              "vdw2018-conv": vdw2018_conv, "bui2017": bui2017}[args.which]
+              "vdw2018-conv": vdw2018_conv, "bui2017": bui2017,
+              "randominputs": randominputs}[args.which]
     return runner.main(args.args)
 
 
@@ -162,8 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     x = sub.add_parser("experiment", help="paper reproductions: `sparsegp experiment bauer2016 "
                        "--help`, `sparsegp experiment vdw2018-interdomain --help`, "
                        "`sparsegp experiment vdw2018-conv --help`, "
-                       "`sparsegp experiment bui2017 --help`")
-    x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv", "bui2017"])
+                       "`sparsegp experiment bui2017 --help`, "
+                       "`sparsegp experiment randominputs --help`")
+    x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv", "bui2017",
+                                     "randominputs"])
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
     return p

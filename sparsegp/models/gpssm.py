@@ -155,6 +155,11 @@ class GPSSM(Registered, Parameterised):
         return self.feature.num_inducing
 
     @property
+    def inducing_points(self) -> np.ndarray:
+        """Z [M, Q]: the inducing inputs in state space."""
+        return as_user_value(self.feature.Z)
+
+    @property
     def jitter(self) -> float:
         return self._config["jitter"]
 
