@@ -68,3 +68,19 @@ def test_convolutional_svgp_matches_the_cpu():
         torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(gpu.predict_proba(X), cpu.predict_proba(X), rtol=1e-9, atol=1e-12)
     assert gpu.fit(batch_size=20, epochs=2, progress=False).iterations > 0
+
+
+def test_random_input_models_match_the_cpu():
+    rng = np.random.default_rng(0)
+    Y = np.tanh(rng.standard_normal((80, 2)) @ rng.standard_normal((2, 5)))
+    y = np.cumsum(rng.standard_normal(60))[:, None] * 0.1
+    for make in (lambda: sg.BayesianGPLVM(Y, latent_dim=3, inducing_points=10),
+                 lambda: sg.GPSSM(y, state_dim=1, inducing_points=8, emission=[[1.0]])):
+        cpu, gpu = make(), make().to("cuda")
+        lc, lg = cpu.training_loss(), gpu.training_loss()
+        assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
+        for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
+                        torch.autograd.grad(lg, list(gpu.parameters()))):
+            torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
+        gpu.fit(maxiter=20)
+        assert np.isfinite(gpu.log_marginal_likelihood())

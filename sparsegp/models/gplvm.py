@@ -67,10 +67,10 @@ def pca_latents(Y: Tensor, Q: int, seed: int = 0) -> Tensor:
     Yc = Y - Y.mean(0)
     U, s, _ = torch.linalg.svd(Yc, full_matrices=False)
     k = min(Q, int((s > s[0] * 1e-10).sum()) if s[0] > 0 else 0)
-    X = torch.empty(Y.shape[0], Q, dtype=Y.dtype)
+    X = torch.empty(Y.shape[0], Q, dtype=Y.dtype, device=Y.device)
     X[:, :k] = U[:, :k] * (Y.shape[0] - 1) ** 0.5  # unit variance: std of U's columns is 1/√(N−1)
     g = torch.Generator().manual_seed(seed)
-    X[:, k:] = 0.01 * torch.randn(Y.shape[0], Q - k, generator=g, dtype=Y.dtype)
+    X[:, k:] = 0.01 * torch.randn(Y.shape[0], Q - k, generator=g, dtype=Y.dtype).to(Y.device)
     return X
 
 

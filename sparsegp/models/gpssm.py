@@ -74,11 +74,11 @@ class GPSSM(Registered, Parameterised):
             C = torch.linalg.lstsq(mu, Y - Y.mean(0)).solution.mT  # Y − ȳ ≈ μ Cᵀ
             d = Y.mean(0)
         else:
-            C = check_finite(as_tensor(emission, "emission"), "emission").to(PARAMETER_DTYPE)
+            C = check_finite(as_tensor(emission, "emission"), "emission").to(Y)
             if tuple(C.shape) != (P, Q):
                 raise ValueError(f"emission must be a matrix C of shape ({P}, {Q}) [outputs, "
                                  f"state_dim]; got {tuple(C.shape)}")
-            d = torch.zeros(P, dtype=PARAMETER_DTYPE)
+            d = torch.zeros_like(Y[0])
             mu = torch.linalg.lstsq(C, Y.mT).solution.mT  # least-squares states
         feature = inducing_inputs(inducing_points, mu[:-1], Q, min(T - 1, 20), seed,
                                   "transitions")
@@ -87,6 +87,7 @@ class GPSSM(Registered, Parameterised):
                   "chunk_size": chunk_size,
                   "dtype": str(dtype or torch.float64).replace("torch.", "")}
         self._build(config, {"kernel": kernel, "feature": feature})
+        self.to(Y.device)
         self.y = Y
         with torch.no_grad():
             self.C.copy_(C)
