@@ -9,7 +9,7 @@ from .diagnostics import ApproximationWarning, Diagnostics  # noqa: E402
 from .distributed import DistributedError  # noqa: E402
 from .features import InducingPoints  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
-from .models import GPR, GPSSM, RFF, SGPC, SGPR, SSGP, SVGP, BayesianGPLVM, load  # noqa: E402
+from .models import GPR, GPSSM, KISSGP, RFF, SGPC, SGPR, SSGP, SVGP, BayesianGPLVM, load  # noqa: E402
 from .partition import cluster_blocks  # noqa: E402
 from .training import FitResult  # noqa: E402
 from .validation import ScaleWarning  # noqa: E402
@@ -17,7 +17,8 @@ from .version import __version__  # noqa: E402
 from .workflows import select_inducing  # noqa: E402
 
 __all__ = [
-    "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "BayesianGPLVM", "GPSSM", "load", "kernels",
+    "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "BayesianGPLVM", "GPSSM", "KISSGP", "load",
+    "kernels",
     "likelihoods", "means",
     "datasets", "features",
     "InducingPoints",

@@ -4,6 +4,7 @@ from .base import Model
 from .gplvm import BayesianGPLVM
 from .gpr import GPR
 from .gpssm import GPSSM
+from .kissgp import KISSGP
 from .persistence import load
 from .regression import GPModel
 from .sgpc import SGPC
@@ -11,4 +12,5 @@ from .sgpr import SGPR
 from .spectral import RFF, SSGP
 from .svgp import SVGP
 
-__all__ = ["Model", "BayesianGPLVM", "GPSSM", "GPModel", "GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP", "load"]
+__all__ = ["Model", "BayesianGPLVM", "GPSSM", "KISSGP", "GPModel", "GPR", "SGPR", "SGPC", "SVGP",
+           "RFF", "SSGP", "load"]
