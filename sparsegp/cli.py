@@ -27,7 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from .models import GPR, RFF, SGPR, SSGP
+    from .models import GPR, KISSGP, RFF, SGPR, SSGP
     from .models.persistence import check_model_path
     from .partition import cluster_blocks
 
@@ -48,6 +48,8 @@ def _fit(args: argparse.Namespace) -> int:
         raise ValueError("--blocks applies to --approximation fitc (PITC) or pep")
     if args.approximation == "exact":
         model = GPR(X, y, **common)
+    elif args.approximation == "ski":  # -M grid points per input dimension
+        model = KISSGP(X, y, grid_size=args.num_inducing, seed=args.seed, **common)
     elif args.approximation in ("rff", "ssgp"):  # -M spectral pairs
         model = (RFF if args.approximation == "rff" else SSGP)(
             X, y, num_features=args.num_inducing, seed=args.seed, **common)
@@ -127,9 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--target", required=True, help="name of the target column")
     f.add_argument("--features", help="comma-separated input columns (default: all others)")
     f.add_argument("--approximation", default="vfe",
-                   choices=[*APPROXIMATIONS, "exact", "rff", "ssgp"],
-                   help="a member of the pseudo-point family, the exact GP, or random Fourier "
-                   "features / the sparse spectrum GP (then -M counts spectral pairs)")
+                   choices=[*APPROXIMATIONS, "exact", "rff", "ssgp", "ski"],
+                   help="a member of the pseudo-point family, the exact GP, random Fourier "
+                   "features / the sparse spectrum GP (then -M counts spectral pairs), or "
+                   "KISS-GP (ski: -M grid points per input dimension, at most 3 inputs)")
     f.add_argument("--alpha", type=float, help="Power-EP power in (0, 1] (with pep; default 0.5)")
     f.add_argument("-M", "--num-inducing", type=int, default=100)
     f.add_argument("--mean", default="zero", choices=["zero", "constant", "linear"],

@@ -4,6 +4,7 @@ kernel interpolated from a regular grid, K ≈ W K_UU Wᵀ, trained by iterative
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -179,7 +180,7 @@ class KISSGP(GPModel):
         with threads_for(self.evaluation_work()):
             return fit_adam(self, maxiter, lr, progress, callback)
 
-    def diagnostics(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def diagnostics(self, **kwargs: Any) -> KISSDiagnostics:  # type: ignore[override]
         """The estimated evidence, CG's iterations and residual, and (N ≤ 2000) the exact GP's
         evidence with the same kernel."""
         self._require_data()
@@ -191,8 +192,31 @@ class KISSGP(GPModel):
                 exact = float(exact_log_marginal_likelihood(
                     self.kernel.K(self.X), self.y - self.mean(self.X),
                     self.value("noise_variance"))) + offset
-        return {"objective": float(value) + offset, "exact": exact,
-                "cg_iterations": sol.cg.iterations, "cg_residual": sol.cg.residual,
-                "warnings": ["the objective is a stochastic estimate (fixed probes) of the "
-                             "evidence of the interpolated kernel W K_UU Wᵀ, not a bound on "
-                             "the exact GP's"]}
+        return KISSDiagnostics(float(value) + offset, exact, sol.cg.iterations, sol.cg.residual,
+                               float(self.noise_variance))
+
+
+@dataclass
+class KISSDiagnostics:
+    """What can be said of a KISS-GP fit: the estimated evidence of the interpolated model,
+    the exact GP's with the same kernel where N is small, and how CG converged."""
+
+    objective: float
+    exact: float | None
+    cg_iterations: int
+    cg_residual: float
+    noise_variance: float
+    warnings: list[str] = field(default_factory=lambda: [
+        "the objective is a stochastic estimate (fixed probes) of the evidence of the "
+        "interpolated kernel W K_UU Wᵀ, not a bound on the exact GP's"])
+
+    def __str__(self) -> str:
+        lines = ["Diagnostics of KISSGP",
+                 f"  objective (estimated evidence)  {self.objective:.4f}"]
+        if self.exact is not None:
+            lines.append(f"  exact GP log p(y), same kernel  {self.exact:.4f}  (difference "
+                         f"{self.objective - self.exact:+.4f})")
+        lines += [f"  CG iterations {self.cg_iterations}, relative residual "
+                  f"{self.cg_residual:.2e}", f"  noise variance {self.noise_variance:.4g}",
+                  "warnings:", *[f"  - {w}" for w in self.warnings]]
+        return "\n".join(lines)
