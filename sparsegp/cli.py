@@ -97,9 +97,10 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .benchmarking import convolutional, interdomain, speed
+    from .benchmarking import convolutional, interdomain, kissgp, speed
 
-    benches = {"speed": speed, "interdomain": interdomain, "conv": convolutional}
+    benches = {"speed": speed, "interdomain": interdomain, "conv": convolutional,
+               "kissgp": kissgp}
     return benches[args.which].main(args.args)
 
 
@@ -159,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks: `sparsegp bench speed --help`, "
                        "`sparsegp bench interdomain --help`, `sparsegp bench conv --help`")
-    b.add_argument("which", choices=["speed", "interdomain", "conv"])
+    b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp"])
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)
 

@@ -58,8 +58,8 @@ class Config:
 
 
 FULL = Config()
-QUICK = Config(synthetic_n=150, mnist_n=300, M=15, maxiter=80, T=100, horizon=8, repeats=2,
-               ssm_M=10, ssm_maxiter=150, linear_iterations=20)
+QUICK = Config(synthetic_n=150, mnist_n=200, M=15, maxiter=80, T=80, horizon=6, repeats=1,
+               ssm_M=10, ssm_maxiter=120, linear_iterations=15)
 
 
 def relevance(model: BayesianGPLVM) -> np.ndarray:
@@ -188,7 +188,9 @@ def _transition_figure(path: Path, system: System, model: GPSSM, states: np.ndar
     ax.fill_between(grid[:, 0], mean[:, 0] - band, mean[:, 0] + band, color="C0", alpha=0.2,
                     label="±2σ of x_t+1")
     Z = model.inducing_points[:, 0]
+    Z = Z[(Z >= lo) & (Z <= hi)]  # inducing inputs that wandered off the data are not shown
     ax.plot(Z, np.full_like(Z, ax.get_ylim()[0]), "|", color="C3", ms=10, mew=2, label="Z")
+    ax.set_xlim(lo, hi)
     ax.set_xlabel("x_t")
     ax.set_ylabel("x_t+1")
     ax.legend(fontsize=7)

@@ -50,8 +50,9 @@ def kink(x: np.ndarray) -> np.ndarray:
 
 
 def bistable(x: np.ndarray) -> np.ndarray:
-    """A bistable growth map, x/2 + 2.5x/(1 + x²): fixed points at ±2 between which the
-    process noise makes the state switch (a scaled version of the classic growth model)."""
+    """A bistable growth map, x/2 + 2.5x/(1 + x²): stable fixed points at ±2 and an unstable
+    one at 0; the process noise (variance 0.8) makes the state switch between the wells now
+    and then (a scaled version of the classic growth model)."""
     return 0.5 * x + 2.5 * x / (1 + x * x)
 
 
@@ -75,7 +76,7 @@ class System:
         return states, (states + math.sqrt(self.r) * rng.standard_normal(T))[:, None]
 
 
-SYSTEMS = (System("kink", kink, 0.05, 0.1, 0.5), System("bistable", bistable, 0.1, 0.1, 1.0))
+SYSTEMS = (System("kink", kink, 0.05, 0.1, 0.5), System("bistable", bistable, 0.8, 0.1, 1.0))
 
 
 def fit_linear_ssm(Y: np.ndarray, iterations: int = 200) -> LinearSSM:

@@ -38,16 +38,17 @@ class KISSGP(GPModel):
     exponential, a different kernel for Matérn). K_UU is a Kronecker product of Toeplitz
     matrices (FFT products); the evidence is computed with preconditioned conjugate gradients
     (`cg_tolerance`, pivoted-Cholesky preconditioner of rank `preconditioner_rank`) and
-    stochastic Lanczos quadrature on `num_probes` probe vectors drawn once from `seed`, so it
-    is a deterministic (but estimated) function of the hyperparameters that L-BFGS-B can
-    train. Predictions: mean by CG, variances by `lanczos_rank` Lanczos steps (LOVE; exact for
-    a rank ≥ N, conservative below). Inputs beyond the grid's two-cell margin around the
-    training inputs are refused. Shapes: X [N, D], y [N].
+    stochastic Lanczos quadrature on `num_probes` probe vectors drawn from `seed` (the
+    reported evidence is a deterministic estimate; `fit()` takes Adam steps with fresh probes
+    per step, an unbiased gradient). Predictions: mean by CG, variances by `lanczos_rank`
+    Lanczos steps (LOVE; exact for a rank ≥ N, conservative below). Inputs beyond the grid
+    (the training inputs' range and 10% of it on each side) are refused.
+    Shapes: X [N, D], y [N].
     """
 
     def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, grid_size: Any = 100,
                  noise_variance: Any = None, *, num_probes: int = 10,
-                 preconditioner_rank: int = 15, cg_tolerance: float = 1e-6,
+                 preconditioner_rank: int = 50, cg_tolerance: float = 1e-6,
                  max_cg_iterations: int = 1000, lanczos_rank: int = 200, seed: int = 0,
                  mean: Any = None, standardize_X: bool = False, standardize_y: bool = False,
                  dtype: torch.dtype | None = None) -> None:
