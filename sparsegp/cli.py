@@ -105,11 +105,18 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from .experiments import bauer2016, bui2017, randominputs, vdw2018_conv, vdw2018_interdomain
+    from .experiments import (
+        approximations,
+        bauer2016,
+        bui2017,
+        randominputs,
+        vdw2018_conv,
+        vdw2018_interdomain,
+    )
 
     runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
               "vdw2018-conv": vdw2018_conv, "bui2017": bui2017,
-              "randominputs": randominputs}[args.which]
+              "randominputs": randominputs, "approximations": approximations}[args.which]
     return runner.main(args.args)
 
 
@@ -168,9 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "--help`, `sparsegp experiment vdw2018-interdomain --help`, "
                        "`sparsegp experiment vdw2018-conv --help`, "
                        "`sparsegp experiment bui2017 --help`, "
-                       "`sparsegp experiment randominputs --help`")
+                       "`sparsegp experiment randominputs --help`, "
+                       "`sparsegp experiment approximations --help`")
     x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv", "bui2017",
-                                     "randominputs"])
+                                     "randominputs", "approximations"])
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
     return p
