@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..models import GPSSM, BayesianGPLVM
-from ..models.gplvm import pca_latents
+from ..models.latent import pca_latents
 from .common import DEFAULT_DATA_DIR, Section, experiment_parser, run_sections
 from .plotting import new_figure, save
 from .randominputs_data import (

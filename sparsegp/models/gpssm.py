@@ -20,20 +20,13 @@ from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
 from ..objectives.gpssm import emission_term, entropy, initial_term, transition_sums
 from ..objectives.svgp import whitened_kl
-from ..parameters import Parameterised, as_user_value
-from ..posteriors import SparsePosterior
-from ..registry import Registered
-from ..threads import threads_for
-from ..training import FitResult, fit_lbfgsb
-from ..training.minibatch import fit_minibatch
+from ..parameters import as_user_value
 from ..validation import as_tensor, check_finite
-from .base import PARTS, check_jitter, state_key
-from .classes import MODELS
-from .gplvm import _outputs, _positive_int, inducing_inputs, pca_latents
-from .persistence import save_model
+from .base import check_jitter
+from .latent import LatentInputModel, inducing_inputs, outputs, pca_latents, positive_int
 
 
-class GPSSM(Registered, Parameterised):
+class GPSSM(LatentInputModel):
     """GP state-space model x_{t+1} = f(x_t) + ε, y_t = C x_t + d + ν for one sequence Y [T, P]
     (rows are time steps) with a Q-dimensional state and M inducing points in state space.
 
@@ -53,18 +46,15 @@ class GPSSM(Registered, Parameterised):
     >>> _ = m.fit(maxiter=50); mean, var = m.transition(np.linspace(-1, 1, 5)[:, None])
     """
 
-    registry = MODELS
-    saves_data_by_default = True
-
     def __init__(self, Y: Any, state_dim: int = 1, inducing_points: Any = None,
                  kernel: Kernel | None = None, *, emission: Any = None,
                  process_noise: Any = None, emission_noise: Any = None,
                  jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
                  seed: int = 0, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        Y = _outputs(Y, "Y", 3)
+        Y = outputs(Y, "Y", 3)
         T, P = Y.shape
-        Q = _positive_int(state_dim, "state_dim")
+        Q = positive_int(state_dim, "state_dim")
         if kernel is None:
             kernel = SquaredExponential(lengthscale=torch.ones(Q))
         if not isinstance(kernel, Kernel):
@@ -103,10 +93,8 @@ class GPSSM(Registered, Parameterised):
                        if emission_noise is None else emission_noise)
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        self._config = dict(config)
+        self._build_common(config, parts)
         T, P, Q = config["num_steps"], config["output_dim"], config["state_dim"]
-        self.kernel = parts["kernel"].to(dtype=PARAMETER_DTYPE)
-        self.feature = parts["feature"].to(dtype=PARAMETER_DTYPE)
         self._add_free("X_mean", torch.zeros(T, Q, dtype=PARAMETER_DTYPE))
         self._add_positive("X_variance", torch.ones(T, Q, dtype=PARAMETER_DTYPE),
                            POSITIVE_FLOOR, max_dim=2)
@@ -116,17 +104,6 @@ class GPSSM(Registered, Parameterised):
         self._add_free("d", torch.zeros(P, dtype=PARAMETER_DTYPE))
         if not config["learn_emission"]:
             self.freeze("C", "d")
-        self.register_buffer("X", None, persistent=False)
-        self.register_buffer("y", None, persistent=False)
-        self._cache: tuple[SparsePosterior, tuple] | None = None
-        self.metadata: dict[str, Any] = {}
-
-    @classmethod
-    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> GPSSM:
-        model = cls.__new__(cls)
-        Parameterised.__init__(model)
-        model._build(config, {n: PARTS[n].build(config[n]) for n in ("kernel", "feature")})
-        return model
 
     # -- what users read ------------------------------------------------------------------
     @property
@@ -151,29 +128,7 @@ class GPSSM(Registered, Parameterised):
         """(C [P, Q], d [P])."""
         return as_user_value(self.C), as_user_value(self.d)
 
-    @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
-
-    @property
-    def inducing_points(self) -> np.ndarray:
-        """Z [M, Q]: the inducing inputs in state space."""
-        return as_user_value(self.feature.Z)
-
-    @property
-    def jitter(self) -> float:
-        return self._config["jitter"]
-
-    @property
-    def device(self) -> torch.device:
-        return self.X_mean.device
-
     # -- the bound ------------------------------------------------------------------------
-    def _require_data(self) -> None:
-        if self.y is None:
-            raise RuntimeError("this GPSSM was saved without Y: it can forecast but not "
-                               "evaluate or fit the bound")
-
     def _transitions(self, steps: Tensor | None = None) -> PsiSums:
         return transition_sums(self.kernel, self.feature.Z, self.X_mean,
                                self.value("X_variance"), steps,
@@ -200,45 +155,17 @@ class GPSSM(Registered, Parameterised):
         return (self._first() + self._step_terms(steps)
                 + data_bound(self._transitions(), L, self.value("process_noise")))
 
-    def log_marginal_likelihood(self) -> float:
-        """The bound on log p(Y) (a float)."""
-        with torch.no_grad():
-            return float(self.elbo())
-
-    def training_loss(self) -> Tensor:
-        return -(self.elbo() + self.log_prior())
-
-    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
-            callback: Any = None, *, batch_size: int | None = None, epochs: int | None = None,
-            lr: float = 0.01, natgrad: bool = True, gamma: float | None = None, seed: int = 0
-            ) -> FitResult:
-        """Maximise the bound: collapsed q(u) and L-BFGS-B (`maxiter`), or minibatches of
-        `batch_size` transitions with an explicit q(u) (see `BayesianGPLVM.fit`)."""
-        self._require_data()
+    def evaluation_work(self) -> float:
         T, M, Q = self._config["num_steps"], self.num_inducing, self._config["state_dim"]
-        if batch_size is None:
-            with threads_for(float(T * M * M * Q + M**3)):
-                return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
-                                  callback=callback)
-        with threads_for(float(min(T, batch_size) * M * M * Q + M**3)):
-            return fit_minibatch(_MinibatchTransitions(self), batch_size, epochs, lr, natgrad,
-                                 gamma, None, progress, seed, callback)
+        return float(T * M * M * Q + M**3)
 
-    # -- posterior, transition, forecasts -------------------------------------------------
-    def posterior(self) -> SparsePosterior:
-        """q(f) of the transition (Q latent functions) from the optimal q(u)."""
-        key = state_key(self)
-        if self._cache is not None and self._cache[1] == key:
-            return self._cache[0]
-        self._require_data()
-        with torch.no_grad():
-            L, used = Kuu_cholesky(self.feature, self.kernel, self.jitter)
-            noise = self.value("process_noise")
-            q = optimal_q(self._transitions(), L, noise)
-            post = SparsePosterior(self.kernel, self.feature, L, q, noise, used)
-        self._cache = (post, key)
-        return post
+    def _q_statistics(self) -> tuple[PsiSums, Tensor]:
+        return self._transitions(), self.value("process_noise")
 
+    def _minibatches(self) -> nn.Module:
+        return _MinibatchTransitions(self)
+
+    # -- transition and forecasts ---------------------------------------------------------
     def transition(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance [N*, Q] of f(x) under q(f) at states X [N*, Q]."""
         Q = self._config["state_dim"]
@@ -255,8 +182,8 @@ class GPSSM(Registered, Parameterised):
         [num_samples, k, P]) of y_{T}, …, y_{T+k−1}, from trajectories that start at q(x_{T−1}),
         draw u ~ q(u) once per trajectory and then, per step, f(x) ~ p(f | u) (its own
         residual each step: the approximating process), the process and the emission noise."""
-        steps = _positive_int(steps, "steps")
-        num_samples = _positive_int(num_samples, "num_samples")
+        steps = positive_int(steps, "steps")
+        num_samples = positive_int(num_samples, "num_samples")
         post = self.posterior()
         g = torch.Generator(device="cpu").manual_seed(seed)
 
@@ -282,22 +209,6 @@ class GPSSM(Registered, Parameterised):
             samples = torch.stack(out, 1)
         return (samples.mean(0).cpu().numpy(), samples.var(0).cpu().numpy(),
                 samples.cpu().numpy())
-
-    # -- persistence ----------------------------------------------------------------------
-    def config(self) -> dict[str, Any]:
-        return {**self._config, "kernel": self.kernel.config(), "feature": self.feature.config()}
-
-    def data_extras(self) -> dict[str, Tensor]:
-        return {}
-
-    def save(self, path: Any, include_data: bool | None = None) -> None:
-        save_model(self, path, include_data)
-
-    def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
-        return SparsePosterior.from_state(self.kernel, self.feature, saved)
-
-    def _adopt_posterior(self, post: SparsePosterior) -> None:
-        self._cache = (post, state_key(self))
 
 
 class _MinibatchTransitions(nn.Module):

@@ -1,0 +1,205 @@
+"""What the random-input models (the Bayesian GP-LVM and the GPSSM) share: outputs Y, latent
+inputs with a Gaussian q per row, a kernel and inducing points in the latent space, a bound
+with q(u) collapsed (L-BFGS-B) or explicit (minibatches), the posterior from the optimal q(u),
+and persistence."""
+
+from __future__ import annotations
+
+import numbers
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..config import PARAMETER_DTYPE
+from ..covariances import Kuu_cholesky
+from ..features.inducing_points import InducingPoints
+from ..objectives.gplvm import PsiSums, optimal_q
+from ..parameters import Parameterised, as_user_value
+from ..posteriors import SparsePosterior
+from ..registry import Registered
+from ..threads import threads_for
+from ..training import FitResult, fit_lbfgsb
+from ..training.minibatch import fit_minibatch
+from ..validation import as_tensor, check_finite
+from .base import PARTS, state_key
+from .classes import MODELS
+from .persistence import save_model
+
+
+def outputs(Y: Any, name: str = "Y", min_rows: int = 2) -> Tensor:
+    """Y as a finite float64 [N, D] tensor (a 1-D array is one output column)."""
+    t = check_finite(as_tensor(Y, name), name)
+    if t.dim() == 1:
+        t = t[:, None]
+    if t.dim() != 2 or t.shape[0] < min_rows or t.shape[1] < 1:
+        raise ValueError(f"{name} must be a 2-D array [N, D] with N ≥ {min_rows} rows; got "
+                         f"shape {tuple(t.shape)}")
+    return t.to(PARAMETER_DTYPE)
+
+
+def positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def pca_latents(Y: Tensor, Q: int, seed: int = 0) -> Tensor:
+    """The first Q principal-component scores of the centred Y, each scaled to unit variance
+    (columns beyond rank(Y) filled with seeded N(0, 0.01²) noise). [N, Q]."""
+    Yc = Y - Y.mean(0)
+    U, s, _ = torch.linalg.svd(Yc, full_matrices=False)
+    k = min(Q, int((s > s[0] * 1e-10).sum()) if s[0] > 0 else 0)
+    X = torch.empty(Y.shape[0], Q, dtype=Y.dtype, device=Y.device)
+    X[:, :k] = U[:, :k] * (Y.shape[0] - 1) ** 0.5  # unit variance: std of U's columns is 1/√(N−1)
+    g = torch.Generator().manual_seed(seed)
+    X[:, k:] = 0.01 * torch.randn(Y.shape[0], Q - k, generator=g, dtype=Y.dtype).to(Y.device)
+    return X
+
+
+def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int, rows: str
+                    ) -> InducingPoints:
+    """Inducing points in a latent space: given [M, Q], or M (default `default`) chosen from
+    the starting latent points [N, Q] by seeded k-means++."""
+    if isinstance(value, Tensor | np.ndarray | list):
+        feature = InducingPoints(value)
+        if feature.input_dim != Q:
+            raise ValueError(f"inducing_points must have {Q} columns (the latent dimension); "
+                             f"got {feature.input_dim}")
+        return feature
+    M = positive_int(default if value is None else value, "inducing_points")
+    if M > latent.shape[0]:
+        raise ValueError(f"inducing_points = {M} is more than the {latent.shape[0]} {rows}")
+    return InducingPoints.from_data(latent, M, seed=seed)
+
+
+class LatentInputModel(Registered, Parameterised, ABC):
+    """Base of the random-input models; subclasses give the bound and the optimal q(u)."""
+
+    registry = MODELS
+    saves_data_by_default = True  # Y is what the latent points explain: keep it
+
+    def _build_common(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        self._config = dict(config)
+        self.kernel = parts["kernel"].to(dtype=PARAMETER_DTYPE)
+        self.feature = parts["feature"].to(dtype=PARAMETER_DTYPE)
+        self.register_buffer("X", None, persistent=False)  # no observed inputs
+        self.register_buffer("y", None, persistent=False)
+        self._cache: tuple[SparsePosterior, tuple] | None = None
+        self.metadata: dict[str, Any] = {}
+
+    @abstractmethod
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        """Declare the structure (construction and `load`)."""
+
+    @classmethod
+    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> LatentInputModel:
+        model = cls.__new__(cls)
+        Parameterised.__init__(model)
+        model._build(config, {n: PARTS[n].build(config[n]) for n in ("kernel", "feature")})
+        return model
+
+    # -- what users read ------------------------------------------------------------------
+    @property
+    def inducing_points(self) -> np.ndarray:
+        """Z [M, Q]: the inducing inputs in the latent space."""
+        return as_user_value(self.feature.Z)
+
+    @property
+    def num_inducing(self) -> int:
+        return self.feature.num_inducing
+
+    @property
+    def jitter(self) -> float:
+        return self._config["jitter"]
+
+    @property
+    def device(self) -> torch.device:
+        return self.feature.Z.device
+
+    def _require_data(self) -> None:
+        if self.y is None:
+            raise RuntimeError(f"this {type(self).__name__} was saved without Y: it can predict "
+                               "but not evaluate or fit the bound")
+
+    # -- the bound and training -----------------------------------------------------------
+    @abstractmethod
+    def elbo(self) -> Tensor:
+        """The bound with q(u) at its optimum (collapsed), differentiable."""
+
+    @abstractmethod
+    def _q_statistics(self) -> tuple[PsiSums, Tensor]:
+        """The Ψ sums and noise whose optimal q(u) is the posterior's."""
+
+    @abstractmethod
+    def _minibatches(self) -> nn.Module:
+        """The bound on minibatches with an explicit q(u), for `training.fit_minibatch`."""
+
+    @abstractmethod
+    def evaluation_work(self) -> float:
+        """Flops of one evaluation of the bound, roughly (threads: `threads.threads_for`)."""
+
+    def log_marginal_likelihood(self) -> float:
+        """The bound on log p(Y) being maximised (a float)."""
+        with torch.no_grad():
+            return float(self.elbo())
+
+    def training_loss(self) -> Tensor:
+        """Minus (bound + log priors), differentiable: what `fit()` minimises."""
+        return -(self.elbo() + self.log_prior())
+
+    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
+            callback: Any = None, *, batch_size: int | None = None, epochs: int | None = None,
+            lr: float = 0.01, natgrad: bool = True, gamma: float | None = None, seed: int = 0
+            ) -> FitResult:
+        """Maximise the bound over the variational parameters and the hyperparameters.
+
+        `batch_size=None`: q(u) collapsed, L-BFGS-B (`maxiter`, `tol`). Otherwise minibatches
+        of `batch_size` rows (GP-LVM) or transitions (GPSSM) with an explicit q(u) started at
+        the collapsed optimum: natural-gradient steps of size `gamma` on it with `natgrad`,
+        Adam (`lr`) on everything else, for `epochs` (default ~2,000 steps). Either way the
+        posterior afterwards uses the optimal q(u) given the fitted state."""
+        self._require_data()
+        if batch_size is None:
+            with threads_for(self.evaluation_work()):
+                return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
+                                  callback=callback)
+        share = min(1.0, batch_size / max(1, self._config.get("num_data", batch_size)))
+        with threads_for(self.evaluation_work() * share):
+            return fit_minibatch(self._minibatches(), batch_size, epochs, lr, natgrad, gamma,
+                                 None, progress, seed, callback)
+
+    # -- posterior --------------------------------------------------------------------------
+    def posterior(self) -> SparsePosterior:
+        """q(f) from the bound's optimal q(u) (one mean column per output), cached under the
+        whole state."""
+        key = state_key(self)
+        if self._cache is not None and self._cache[1] == key:
+            return self._cache[0]
+        self._require_data()
+        with torch.no_grad():
+            L, used = Kuu_cholesky(self.feature, self.kernel, self.jitter)
+            sums, noise = self._q_statistics()
+            post = SparsePosterior(self.kernel, self.feature, L, optimal_q(sums, L, noise),
+                                   noise, used)
+        self._cache = (post, key)
+        return post
+
+    # -- persistence ----------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return {**self._config, "kernel": self.kernel.config(), "feature": self.feature.config()}
+
+    def data_extras(self) -> dict[str, Tensor]:
+        return {}
+
+    def save(self, path: Any, include_data: bool | None = None) -> None:
+        """Save the fitted model with Y (unless `include_data=False`); see `sparsegp.load`."""
+        save_model(self, path, include_data)
+
+    def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
+        return SparsePosterior.from_state(self.kernel, self.feature, saved)
+
+    def _adopt_posterior(self, post: SparsePosterior) -> None:
+        self._cache = (post, state_key(self))
