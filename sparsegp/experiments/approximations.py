@@ -150,6 +150,39 @@ def dataset_section(out: Path, cfg: Config, name: str, problems: list[Problem]) 
     return sec
 
 
+def summary_section(out: Path, tables: list[Table]) -> Section:
+    """Which approximation when: per (data set, budget) the rank of each method by test NLPD
+    and RMSE, and how often each is best (or within one standard error of the best)."""
+    sec = Section("which-when", "Which approximation when",
+                  "Counted over every (data set, budget K) above: how often each method has "
+                  "the lowest test NLPD (and RMSE), how often it is within the error bars of "
+                  "the best, and its mean rank by NLPD (1 = best).")
+    stats = {m: {"nlpd": 0, "rmse": 0, "close": 0, "ranks": []} for m in METHODS}
+    for table in tables:
+        for K in sorted({r[1] for r in table.rows}):
+            rows = [r for r in table.rows if r[1] == K]
+            by_nlpd = sorted(rows, key=lambda r: r[4])
+            best = by_nlpd[0]
+            stats[best[0]]["nlpd"] += 1
+            stats[min(rows, key=lambda r: r[2])[0]]["rmse"] += 1
+            for rank, r in enumerate(by_nlpd, 1):
+                stats[r[0]]["ranks"].append(rank)
+                if r[4] <= best[4] + best[5] + r[5]:
+                    stats[r[0]]["close"] += 1
+    table = Table("Wins and ranks", ["method", "cases", "best NLPD", "best RMSE",
+                                     "within error bars of the best NLPD", "mean NLPD rank"])
+    for m, st in stats.items():
+        if st["ranks"]:
+            table.add(m, len(st["ranks"]), st["nlpd"], st["rmse"], st["close"],
+                      float(np.mean(st["ranks"])))
+    sec.tables.append(table)
+    sec.files.append(table.write_csv(out / "which_when.csv"))
+    if table.rows:
+        top = min(table.rows, key=lambda r: r[5])
+        sec.findings.append(f"best mean NLPD rank: {top[0]} ({top[5]:.2f} over {top[1]} cases)")
+    return sec
+
+
 def overfitting_section(out: Path, cfg: Config) -> Section:
     """SSGP against RFF on a 5-D GP draw (200 training points) as R grows, several seeds."""
     p = synthetic_problem(0, 400)
@@ -204,11 +237,18 @@ def run(out: Path, quick: bool = False, data_dir: Path = DEFAULT_DATA_DIR,
     """Run every section into `out` (results.md, CSV tables, figures); returns the files.
     `cfg` overrides the sizes of `quick` (FULL or QUICK)."""
     cfg = cfg or (QUICK if quick else FULL)
+    tables: list[Table] = []
+
+    def dataset(name: str, problems: Callable[[], list[Problem]]) -> Section:
+        sec = dataset_section(out, cfg, name, problems())
+        tables.extend(sec.tables)
+        return sec
+
     steps: list[tuple[Callable[[], Section], int]] = [
-        (lambda: dataset_section(out, cfg, "snelson", _snelson_splits(cfg.splits)), 1)]
+        (lambda: dataset("snelson", lambda: _snelson_splits(cfg.splits)), 1)]
     kin = data_dir / "kin40k"
     if all((kin / f).is_file() for f in KIN40K_FILES):
-        steps.append((lambda: dataset_section(out, cfg, "kin40k", _kin40k(kin, cfg)), 2))
+        steps.append((lambda: dataset("kin40k", lambda: _kin40k(kin, cfg)), 2))
     else:
         steps.append((lambda: _skipped("kin40k", f"data folder not found at {kin}"), 1))
     for name in UCI:
@@ -216,9 +256,10 @@ def run(out: Path, quick: bool = False, data_dir: Path = DEFAULT_DATA_DIR,
         if missing:
             steps.append((lambda n=name, m=missing: _skipped(n, f"missing {m[0]}"), 1))
         else:
-            steps.append((lambda n=name: dataset_section(
-                out, cfg, n, [uci_problem(data_dir, n, s) for s in range(cfg.splits)]), 2))
+            steps.append((lambda n=name: dataset(
+                n, lambda: [uci_problem(data_dir, n, s) for s in range(cfg.splits)]), 2))
     steps.append((lambda: overfitting_section(out, cfg), 1))
+    steps.append((lambda: summary_section(out, tables), 1))
     return run_sections(out, "The approximations side by side", "quick" if quick else "full",
                         steps, log)
 

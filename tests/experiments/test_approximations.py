@@ -18,7 +18,9 @@ def test_tiny_run_without_shared_data(tmp_path):
     files = ap.run(out, data_dir=tmp_path / "no-data", log=None, cfg=TINY)
     names = {f.name for f in files}
     assert names == {"snelson.csv", "snelson.png", "ssgp_overfitting.csv",
-                     "ssgp_overfitting.png", "results.md"}
+                     "ssgp_overfitting.png", "which_when.csv", "results.md"}
+    wins = list(csv.DictReader((out / "which_when.csv").open()))
+    assert sum(int(r["best NLPD"]) for r in wins) == len(TINY.budgets)  # one case: Snelson
     rows = list(csv.DictReader((out / "snelson.csv").open()))
     assert [r["method"] for r in rows] == list(ap.METHODS)
     for r in rows:
