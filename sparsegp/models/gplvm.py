@@ -246,6 +246,7 @@ class _MinibatchBound(nn.Module):
     def __init__(self, model: BayesianGPLVM) -> None:
         super().__init__()
         self.model = model
+        self.display_name = type(model).__name__
         with torch.no_grad():  # start q(u) at the collapsed optimum (one streamed pass)
             L, _ = Kuu_cholesky(model.feature, model.kernel, model.jitter)
             sums = model._sums(model.y, model.X_mean, model.value("X_variance"))

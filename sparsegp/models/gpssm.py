@@ -219,6 +219,7 @@ class _MinibatchTransitions(nn.Module):
     def __init__(self, model: GPSSM) -> None:
         super().__init__()
         self.model = model
+        self.display_name = type(model).__name__
         with torch.no_grad():
             L, _ = Kuu_cholesky(model.feature, model.kernel, model.jitter)
             q = optimal_q(model._transitions(), L, model.value("process_noise"))

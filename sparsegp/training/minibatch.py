@@ -58,7 +58,8 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     history: list[float] = []
     steps, epoch = 0, 0
     success, message, interrupted = True, "", False
-    bar = progress_bar(progress, epochs, f"fit {type(model).__name__}")
+    name = getattr(model, "display_name", type(model).__name__)  # adapters name their model
+    bar = progress_bar(progress, epochs, f"fit {name}")
     try:
         for epoch in range(epochs):
             if sampler is not None:
@@ -95,10 +96,10 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     except KeyboardInterrupt:
         success, interrupted = False, True
         message = f"{INTERRUPTED} in epoch {epoch} after {steps} steps"
-        warn_interrupted(f"{type(model).__name__}.fit", f"in epoch {epoch}", stacklevel=4)
+        warn_interrupted(f"{name}.fit", f"in epoch {epoch}", stacklevel=4)
     except CholeskyError as err:  # a step that cannot be taken ends training, not the program
         success = False
-        message = warn_stopped(f"{type(model).__name__}.fit", err, stacklevel=4)
+        message = warn_stopped(f"{name}.fit", err, stacklevel=4)
     finally:
         bar.close()
     objective = history[-1] if history else float("nan")
