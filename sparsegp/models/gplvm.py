@@ -17,7 +17,6 @@ from ..conditionals import WhitenedGaussian
 from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
 from ..kernels.base import Kernel
-from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import (
     PsiSums,
     data_bound,
@@ -33,7 +32,7 @@ from ..posteriors import frozen_copy
 from ..training import fit_lbfgsb
 from ..validation import as_tensor, check_finite
 from .base import check_jitter
-from .latent import LatentInputModel, inducing_inputs, outputs, pca_latents, positive_int
+from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents, positive_int
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -69,10 +68,7 @@ class BayesianGPLVM(LatentInputModel):
         Y = outputs(Y)
         N, D = Y.shape
         Q = positive_int(latent_dim, "latent_dim")
-        if kernel is None:
-            kernel = SquaredExponential(lengthscale=torch.ones(Q))
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+        kernel = checked_kernel(kernel, Q)
         mu = pca_latents(Y, Q, seed) if X_mean is None else self._latent(X_mean, "X_mean", N, Q)
         feature = inducing_inputs(inducing_points, mu, Q, min(N, 30), seed, "rows of Y")
         config = {"num_data": N, "output_dim": D, "latent_dim": Q,

@@ -16,14 +16,13 @@ from ..conditionals import WhitenedGaussian
 from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuf, Kuu_cholesky
 from ..kernels.base import Kernel
-from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
 from ..objectives.gpssm import emission_term, entropy, initial_term, transition_sums
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_value
 from ..validation import as_tensor, check_finite
 from .base import check_jitter
-from .latent import LatentInputModel, inducing_inputs, outputs, pca_latents, positive_int
+from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents, positive_int
 
 
 class GPSSM(LatentInputModel):
@@ -55,10 +54,7 @@ class GPSSM(LatentInputModel):
         Y = outputs(Y, "Y", 3)
         T, P = Y.shape
         Q = positive_int(state_dim, "state_dim")
-        if kernel is None:
-            kernel = SquaredExponential(lengthscale=torch.ones(Q))
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+        kernel = checked_kernel(kernel, Q)
         if emission is None:
             mu = pca_latents(Y, Q, seed)
             C = torch.linalg.lstsq(mu, Y - Y.mean(0)).solution.mT  # Y − ȳ ≈ μ Cᵀ

@@ -16,6 +16,8 @@ from torch import Tensor, nn
 from ..config import PARAMETER_DTYPE
 from ..covariances import Kuu_cholesky
 from ..features.inducing_points import InducingPoints
+from ..kernels.base import Kernel
+from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, optimal_q
 from ..parameters import Parameterised, as_user_value
 from ..posteriors import SparsePosterior
@@ -57,6 +59,15 @@ def pca_latents(Y: Tensor, Q: int, seed: int = 0) -> Tensor:
     g = torch.Generator().manual_seed(seed)
     X[:, k:] = 0.01 * torch.randn(Y.shape[0], Q - k, generator=g, dtype=Y.dtype).to(Y.device)
     return X
+
+
+def checked_kernel(kernel: Any, Q: int) -> Kernel:
+    """The kernel, by default a squared exponential with one lengthscale per latent dimension."""
+    if kernel is None:
+        return SquaredExponential(lengthscale=torch.ones(Q))
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+    return kernel
 
 
 def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int, rows: str
