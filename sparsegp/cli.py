@@ -97,10 +97,10 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .benchmarking import convolutional, interdomain, kissgp, speed
+    from .benchmarking import compare, convolutional, interdomain, kissgp, speed
 
     benches = {"speed": speed, "interdomain": interdomain, "conv": convolutional,
-               "kissgp": kissgp}
+               "kissgp": kissgp, "compare": compare}
     return benches[args.which].main(args.args)
 
 
@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks: `sparsegp bench speed --help`, "
                        "`sparsegp bench interdomain --help`, `sparsegp bench conv --help`")
-    b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp"])
+    b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp", "compare"])
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)
 

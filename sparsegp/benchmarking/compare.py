@@ -1,0 +1,200 @@
+"""`sparsegp bench compare`: sparsegp and its peers side by side on the same data.
+
+For each case — the exact GP, VFE (SGPR), random Fourier features, the sparse spectrum GP and
+KISS-GP — one evaluation of the objective and its gradient at the same hyperparameters is timed
+in a fresh process per library, the libraries taking turns round by round (interleaved, so a
+change of the machine's load hits all of them); the table gives the median seconds, the ratio
+to sparsegp, each process's peak memory above its baseline, and the objective values. Peers:
+GPyTorch (exact GP, SGPR's InducingPointKernel, RFFKernel, GridInterpolationKernel) and GPflow
+(GPR, SGPR) where installed — a missing peer is skipped with a message. The exact GP and VFE
+are the same numbers in every library (their values must agree); RFF draws different random
+frequencies in each library and KISS-GP uses different grids and stochastic estimators, so
+their values only come close. SSGP has no peer.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+from .speed import _gb, _peak_rss, _run, bench_parser, machine, report
+
+#: (method, N, size): size is M inducing points, R spectral pairs or G grid points.
+FULL_CASES = [("exact", 2_000, 0), ("exact", 5_000, 0), ("vfe", 10_000, 500),
+              ("vfe", 100_000, 500), ("rff", 10_000, 250), ("ssgp", 10_000, 250),
+              ("ski", 10_000, 1000), ("ski", 100_000, 5000)]
+QUICK_CASES = [("exact", 500, 0), ("vfe", 2_000, 50), ("rff", 2_000, 25), ("ski", 2_000, 200)]
+LIBRARIES = ("sparsegp", "gpytorch", "gpflow")
+PEERS = {"gpytorch": {"exact", "vfe", "rff", "ski"}, "gpflow": {"exact", "vfe"}}
+LENGTHSCALE, VARIANCE, NOISE = 0.5, 1.0, 0.01
+
+
+def _data(method: str, N: int):
+    import torch
+
+    D = 1 if method == "ski" else 4
+    g = torch.Generator().manual_seed(0)
+    X = 3 * torch.rand(N, D, generator=g, dtype=torch.float64)
+    y = torch.sin(2 * X).sum(1) + 0.1 * torch.randn(N, generator=g, dtype=torch.float64)
+    return X, y
+
+
+def _sparsegp(method: str, X, y, size: int):
+    import torch
+
+    import sparsegp as sg
+
+    kernel = sg.kernels.SquaredExponential(lengthscale=[LENGTHSCALE] * X.shape[1],
+                                           variance=VARIANCE)
+    if method == "exact":
+        model = sg.GPR(X, y, kernel=kernel, noise_variance=NOISE)
+    elif method == "vfe":
+        model = sg.SGPR(X, y, kernel=kernel, inducing_points=X[:size], noise_variance=NOISE)
+    elif method in ("rff", "ssgp"):
+        model = (sg.RFF if method == "rff" else sg.SSGP)(X, y, kernel=kernel, num_features=size,
+                                                         noise_variance=NOISE)
+    else:
+        model = sg.KISSGP(X, y, kernel=kernel, grid_size=size, noise_variance=NOISE)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step() -> float:
+        loss = model.training_loss()
+        torch.autograd.grad(loss, params)
+        return -float(loss.detach())
+    return step
+
+
+def _gpytorch(method: str, X, y, size: int):
+    import gpytorch
+    import torch
+
+    D = X.shape[1]
+    base = gpytorch.kernels.RBFKernel(ard_num_dims=D)
+    if method == "rff":
+        base = gpytorch.kernels.RFFKernel(num_samples=size, num_dims=D)
+    elif method == "ski":
+        base = gpytorch.kernels.GridInterpolationKernel(base, grid_size=size, num_dims=D)
+    covar = gpytorch.kernels.ScaleKernel(base)
+    lik = gpytorch.likelihoods.GaussianLikelihood()
+    if method == "vfe":
+        covar = gpytorch.kernels.InducingPointKernel(covar, inducing_points=X[:size].clone(),
+                                                     likelihood=lik)
+
+    class Model(gpytorch.models.ExactGP):
+        def __init__(self) -> None:
+            super().__init__(X, y, lik)
+            self.mean_module, self.covar_module = gpytorch.means.ZeroMean(), covar
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    model = Model().double()
+    scale = model.covar_module if method != "vfe" else model.covar_module.base_kernel
+    inner = scale.base_kernel.base_kernel if method == "ski" else scale.base_kernel
+    inner.lengthscale = LENGTHSCALE
+    scale.outputscale = VARIANCE
+    lik.noise = NOISE
+    model.train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step() -> float:
+        value = mll(model(X), y) * X.shape[0]  # GPyTorch divides by N
+        torch.autograd.grad(value, params, allow_unused=True)
+        return float(value.detach())
+    return step
+
+
+def _gpflow(method: str, X, y, size: int):
+    import gpflow
+    import tensorflow as tf
+
+    Xn, yn = X.numpy(), y.numpy()[:, None]
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=[LENGTHSCALE] * X.shape[1],
+                                               variance=VARIANCE)
+    if method == "exact":
+        model = gpflow.models.GPR((Xn, yn), kernel=kernel, noise_variance=NOISE)
+    else:
+        model = gpflow.models.SGPR((Xn, yn), kernel=kernel, inducing_variable=Xn[:size].copy(),
+                                   noise_variance=NOISE)
+
+    def step() -> float:
+        with tf.GradientTape() as tape:
+            value = model.maximum_log_likelihood_objective()
+        tape.gradient(value, model.trainable_variables)
+        return float(value.numpy())
+    return step
+
+
+def worker(spec: dict) -> dict:
+    method, N, size, library = spec["method"], spec["N"], spec["size"], spec["library"]
+    X, y = _data(method, N)
+    baseline = _peak_rss()
+    step = {"sparsegp": _sparsegp, "gpytorch": _gpytorch, "gpflow": _gpflow}[library](
+        method, X, y, size)
+    step()  # warm-up
+    t = time.perf_counter()
+    value = step()
+    return {**spec, "seconds": time.perf_counter() - t, "value": value,
+            "above_baseline_bytes": _peak_rss() - baseline}
+
+
+def _available(library: str) -> bool:
+    import importlib.util
+
+    return library == "sparsegp" or importlib.util.find_spec(library) is not None
+
+
+def format_results(rows: list[dict]) -> str:
+    lines = ["| method | N | M / R / G | library | seconds (median) | × sparsegp | objective | "
+             "memory above baseline GB |", "|---|---:|---:|---|---:|---:|---:|---:|"]
+    base = {(r["method"], r["N"]): r["seconds"] for r in rows
+            if r["library"] == "sparsegp" and "seconds" in r}
+    for r in rows:
+        head = f"| {r['method']} | {r['N']:,} | {r['size'] or '—'} | {r['library']} | "
+        if "seconds" not in r:
+            lines.append(head + f"{r.get('skipped') or 'failed: ' + r.get('error', '')} | | | |")
+            continue
+        ratio = r["seconds"] / base.get((r["method"], r["N"]), float("nan"))
+        lines.append(head + f"{r['seconds']:.3f} | {ratio:.2f} | {r['value']:.3f} | "
+                     f"{_gb(r['above_baseline_bytes'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = bench_parser("sparsegp bench compare", __doc__, 3).parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    rounds = 1 if args.quick else max(3, args.repeats)
+    print(machine(), flush=True)
+    rows = []
+    for method, N, size in QUICK_CASES if args.quick else FULL_CASES:
+        libraries = [lib for lib in LIBRARIES if lib == "sparsegp" or method in PEERS[lib]]
+        runs: dict[str, list[dict]] = {lib: [] for lib in libraries}
+        for _ in range(rounds):  # interleaved: every library once per round
+            for lib in libraries:
+                spec = {"method": method, "N": N, "size": size, "library": lib}
+                if not _available(lib):
+                    runs[lib].append({**spec, "skipped": f"skipped: {lib} is not installed"})
+                else:
+                    runs[lib].append(_run(spec, __name__))
+        for lib in libraries:
+            done = [r for r in runs[lib] if "seconds" in r]
+            if done:
+                row = {**done[-1], "seconds": statistics.median(r["seconds"] for r in done),
+                       "above_baseline_bytes": max(r["above_baseline_bytes"] for r in done)}
+            else:
+                row = runs[lib][-1]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    report(format_results(rows), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
