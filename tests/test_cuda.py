@@ -84,3 +84,16 @@ def test_random_input_models_match_the_cpu():
             torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
         gpu.fit(maxiter=20)
         assert np.isfinite(gpu.log_marginal_likelihood())
+
+
+def test_kissgp_and_spectral_models_match_the_cpu():
+    X, y = sg.datasets.snelson()
+    for make in (lambda: sg.KISSGP(X, y, grid_size=60, noise_variance=0.1),
+                 lambda: sg.RFF(X, y, num_features=20, noise_variance=0.1),
+                 lambda: sg.SSGP(X, y, num_features=20, noise_variance=0.1)):
+        cpu, gpu = make(), make().to("cuda")
+        assert gpu.log_marginal_likelihood() == pytest.approx(cpu.log_marginal_likelihood(),
+                                                              rel=1e-8)
+        Xs = np.linspace(0.5, 5.5, 7)[:, None]
+        for a, b in zip(cpu.predict(Xs), gpu.predict(Xs)):
+            np.testing.assert_allclose(b, a, rtol=1e-7, atol=1e-9)
