@@ -92,8 +92,9 @@ def test_kissgp_and_spectral_models_match_the_cpu():
                  lambda: sg.RFF(X, y, num_features=20, noise_variance=0.1),
                  lambda: sg.SSGP(X, y, num_features=20, noise_variance=0.1)):
         cpu, gpu = make(), make().to("cuda")
+        # CG stops at a relative residual of 1e-6: the two devices may take different steps
         assert gpu.log_marginal_likelihood() == pytest.approx(cpu.log_marginal_likelihood(),
-                                                              rel=1e-8)
+                                                              rel=1e-6)
         Xs = np.linspace(0.5, 5.5, 7)[:, None]
         for a, b in zip(cpu.predict(Xs), gpu.predict(Xs)):
-            np.testing.assert_allclose(b, a, rtol=1e-7, atol=1e-9)
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
