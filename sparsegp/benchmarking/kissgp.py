@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from .compare import LENGTHSCALE, NOISE, VARIANCE
 from .speed import _gb, _peak_rss, _run, bench_parser, machine, report
 
 FULL_CASES = [(10_000, 1, 1000), (100_000, 1, 5000), (10_000, 2, 100), (100_000, 2, 150),
@@ -50,7 +51,9 @@ def worker(spec: dict) -> dict:
     X, y = _data(N, D)
     baseline = _peak_rss()
     if setup == "gpytorch":
-        step = _gpytorch(X, y, G)
+        from .compare import _gpytorch  # the same GPyTorch KISS-GP, hyperparameters and settings
+
+        step = _gpytorch("ski", X, y, G)
     else:
         import sparsegp as sg
         from sparsegp.objectives.exact import exact_log_marginal_likelihood
@@ -58,7 +61,8 @@ def worker(spec: dict) -> dict:
 
         tol = 1e-2 if setup == "sparsegp tol 1e-2" else 1e-6
         model = sg.KISSGP(X, y, grid_size=G, kernel=sg.kernels.SquaredExponential(
-            lengthscale=[0.5] * D, variance=1.0), noise_variance=0.01, cg_tolerance=tol)
+            lengthscale=[LENGTHSCALE] * D, variance=VARIANCE), noise_variance=NOISE,
+            cg_tolerance=tol)
         params = [p for p in model.parameters() if p.requires_grad]
         if setup == "dense":
             def loss() -> torch.Tensor:
@@ -81,40 +85,6 @@ def worker(spec: dict) -> dict:
         seconds.append(time.perf_counter() - t)
     return {**spec, "seconds": statistics.median(seconds), "value": float(v),
             "above_baseline_bytes": _peak_rss() - baseline}
-
-
-def _gpytorch(X, y, G: int):
-    import gpytorch
-    import torch
-
-    D = X.shape[1]
-
-    class KISS(gpytorch.models.ExactGP):
-        def __init__(self) -> None:
-            lik = gpytorch.likelihoods.GaussianLikelihood()
-            super().__init__(X, y, lik)
-            self.mean_module = gpytorch.means.ZeroMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.GridInterpolationKernel(
-                    gpytorch.kernels.RBFKernel(ard_num_dims=D), grid_size=G, num_dims=D))
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
-    model = KISS().double()
-    model.covar_module.base_kernel.base_kernel.lengthscale = 0.5
-    model.covar_module.outputscale = 1.0
-    model.likelihood.noise = 0.01
-    model.train()
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
-    params = [p for p in model.parameters() if p.requires_grad]
-
-    def step() -> float:
-        value = mll(model(X), y) * X.shape[0]  # GPyTorch divides by N
-        torch.autograd.grad(value, params)
-        return float(value.detach())
-    return step
 
 
 def format_results(rows: list[dict]) -> str:
