@@ -174,3 +174,26 @@ def test_uncollapsed_term_at_the_optimal_q_is_the_collapsed_bound_and_below_it_e
         for _ in range(3):
             assert explicit(q.mean + 0.1 * torch.randn(q.mean.shape, generator=g, dtype=F64),
                             root * (1 + 0.1 * torch.rand((), generator=g, dtype=F64))) < collapsed
+
+
+def test_one_noise_per_output_collapsed_equals_uncollapsed_at_its_optimum():
+    # the GPSSM's transitions have one process noise per state dimension: each output then has
+    # its own B = I + L⁻¹Ψ2L⁻ᵀ/σ_d², and the explicit-q(u) term at the optimum must agree
+    from sparsegp.conditionals import WhitenedGaussian
+    from sparsegp.objectives.gplvm import uncollapsed_data_term
+    from sparsegp.objectives.svgp import whitened_kl
+
+    Y, mu, S, Z = _problem()
+    kernel = sg.kernels.SquaredExponential(lengthscale=[0.8, 1.4], variance=1.1)
+    L, _ = Kuu_cholesky(sg.features.InducingPoints(Z), kernel, 1e-6)
+    noise = torch.tensor([0.3, 0.2, 0.5], dtype=F64)
+    with torch.no_grad():
+        sums = psi_sums(kernel, Z, Y, mu, S)
+        q = optimal_q(sums, L, noise)
+        qe = WhitenedGaussian(q.mean, torch.linalg.cholesky(q.covariance))
+        explicit = float(uncollapsed_data_term(sums, L, noise, qe) - whitened_kl(qe))
+        per_output = sum(float(data_bound(sums._replace(psi1_y=sums.psi1_y[:, d:d + 1],
+                                                        yy=sums.yy[d:d + 1]), L, noise[d]))
+                         for d in range(3))
+    assert explicit == pytest.approx(float(data_bound(sums, L, noise)), rel=1e-12)
+    assert per_output == pytest.approx(float(data_bound(sums, L, noise)), rel=1e-12)
