@@ -27,7 +27,14 @@ import numpy as np
 from ..datasets import snelson
 from ..models import KISSGP, RFF, SGPR, SSGP
 from .bui2017_data import Problem, missing_uci, standardise, synthetic_problem, uci_problem
-from .common import DEFAULT_DATA_DIR, Section, experiment_parser, predictive_scores, run_sections
+from .common import (
+    DEFAULT_DATA_DIR,
+    Section,
+    experiment_main,
+    experiment_parser,
+    predictive_scores,
+    run_sections,
+)
 from .plotting import new_figure, save
 from .tables import Table
 from .vdw2018_interdomain import FILES as KIN40K_FILES
@@ -285,9 +292,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    run(args.out, quick=args.quick, data_dir=args.data_dir)
-    return 0
+    return experiment_main(build_parser, run, argv)
 
 
 if __name__ == "__main__":

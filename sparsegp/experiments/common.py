@@ -135,3 +135,11 @@ def experiment_parser(parser: argparse.ArgumentParser | None, prog: str, descrip
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                    help=f"folder holding {data} (default: {DEFAULT_DATA_DIR})")
     return p
+
+
+def experiment_main(build_parser: Callable[[], argparse.ArgumentParser],
+                    run: Callable[..., Any], argv: Any = None) -> int:
+    """The command-line entry of an experiment: parse --out, --quick, --data-dir and run."""
+    args = build_parser().parse_args(argv)
+    run(args.out, quick=args.quick, data_dir=args.data_dir)
+    return 0

@@ -25,7 +25,7 @@ import torch
 
 from ..models import GPSSM, BayesianGPLVM
 from ..models.latent import pca_latents
-from .common import DEFAULT_DATA_DIR, Section, experiment_parser, run_sections
+from .common import DEFAULT_DATA_DIR, Section, experiment_main, experiment_parser, run_sections
 from .plotting import new_figure, save
 from .randominputs_data import (
     SYSTEMS,
@@ -248,9 +248,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    run(args.out, quick=args.quick, data_dir=args.data_dir)
-    return 0
+    return experiment_main(build_parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ from ..config import PARAMETER_DTYPE
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel
 from ..objectives.exact import exact_log_marginal_likelihood
-from ..objectives.interpolated import Probes, Solution, evidence, lanczos
+from ..objectives.interpolated import Probes, Solution, evidence, solve_targets
 from ..posteriors import InterpolatedPosterior
 from ..structured.grid import Grid, interpolate, kuu_matmul
 from ..structured.interpolation import grid_bounds
+from ..structured.iterative import lanczos
 from ..threads import threads_for
 from ..training import FitResult
 from ..training.stochastic import fit_adam
@@ -153,10 +154,13 @@ class KISSGP(GPModel):
 
     def _build_posterior(self) -> InterpolatedPosterior:
         g = self.grid()
-        _, sol = self._solve()
-        kuu = kuu_matmul(self.kernel, self.grid_spacing, self.sizes)
-        a = kuu(g.Wt @ sol.alpha[:, None])[:, 0]
+        c = self._config
         noise = self.value("noise_variance")
+        alpha = solve_targets(self.kernel, g, self.y - self.mean(self.X), noise,
+                              c["preconditioner_rank"], c["cg_tolerance"],
+                              c["max_cg_iterations"])
+        kuu = kuu_matmul(self.kernel, self.grid_spacing, self.sizes)
+        a = kuu(g.Wt @ alpha[:, None])[:, 0]
         A = lambda V: g.W @ kuu(g.Wt @ V) + noise * V  # noqa: E731
         start = torch.randn(self.X.shape[0], generator=torch.Generator().manual_seed(
             self._config["seed"] + 1), dtype=PARAMETER_DTYPE).to(self.device)

@@ -39,6 +39,21 @@ class Solution(NamedTuple):
     cg: CGResult
 
 
+def _preconditioned(kernel: RadialKernel, grid: Grid, kuu, noise: Tensor, rank: int):
+    """V ↦ K̃V and the pivoted-Cholesky preconditioner P = LLᵀ + σ²I of rank `rank`."""
+    kmat = lambda V: grid.W @ kuu(grid.Wt @ V)  # noqa: E731
+    diag = interpolated_diag(kernel, grid.idx, grid.weights, grid.spacing, grid.sizes)
+    return kmat, pivoted_cholesky(kmat, diag, rank, noise)
+
+
+def solve_targets(kernel: RadialKernel, grid: Grid, r: Tensor, noise: Tensor, rank: int,
+                  tol: float, max_iterations: int) -> Tensor:
+    """α = A⁻¹r by preconditioned CG alone (no probes: what a posterior needs). [N]"""
+    kuu = kuu_matmul(kernel, grid.spacing, grid.sizes)
+    kmat, P = _preconditioned(kernel, grid, kuu, noise, rank)
+    return pcg(lambda V: kmat(V) + noise * V, r[:, None], P, tol, max_iterations).X[:, 0]
+
+
 def evidence(kernel: RadialKernel, grid: Grid, r: Tensor, noise: Tensor, probes: Probes,
              rank: int, tol: float, max_iterations: int) -> tuple[Tensor, Solution]:
     """(log p(y) with the estimator's gradient, the solution) for residual targets r = y − m(X)
@@ -46,9 +61,7 @@ def evidence(kernel: RadialKernel, grid: Grid, r: Tensor, noise: Tensor, probes:
     kuu = kuu_matmul(kernel, grid.spacing, grid.sizes)
     with torch.no_grad():
         r0, sigma2 = r.detach(), noise.detach()
-        kmat = lambda V: grid.W @ kuu(grid.Wt @ V)  # noqa: E731
-        diag = interpolated_diag(kernel, grid.idx, grid.weights, grid.spacing, grid.sizes)
-        P = pivoted_cholesky(kmat, diag, rank, sigma2)
+        kmat, P = _preconditioned(kernel, grid, kuu, sigma2, rank)
         Z = P.sample(probes.eps1, probes.eps2)
         B = torch.cat([r0[:, None], Z], 1)
         cg = pcg(lambda V: kmat(V) + sigma2 * V, B, P, tol, max_iterations)
@@ -65,33 +78,3 @@ def evidence(kernel: RadialKernel, grid: Grid, r: Tensor, noise: Tensor, probes:
     trace = 0.5 * (left[:, 1:] * A_right[:, 1:]).sum() / s
     surrogate = quad - trace - alpha @ r
     return value + (surrogate - surrogate.detach()), Solution(alpha, logdet, cg)
-
-
-def lanczos(matmul, b: Tensor, steps: int) -> tuple[Tensor, Tensor]:
-    """Q [N, k] (orthonormal, fully re-orthogonalised) and T [k, k] of k Lanczos steps on A
-    from b: A ≈ Q T Qᵀ on the Krylov space (exact when k = N)."""
-    N = b.shape[0]
-    k = min(steps, N)
-    Q = b.new_zeros(N, k)
-    alphas, betas = [], []
-    q = b / b.norm()
-    beta, q_prev = b.new_zeros(()), torch.zeros_like(b)
-    for j in range(k):
-        Q[:, j] = q
-        w = matmul(q[:, None])[:, 0] - beta * q_prev
-        a = q @ w
-        w = w - a * q
-        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].mT @ w)  # full re-orthogonalisation
-        alphas.append(a)
-        beta = w.norm()
-        if j + 1 < k:
-            if beta <= 1e-12 * abs(float(a)):
-                Q, k = Q[:, : j + 1], j + 1
-                break
-            betas.append(beta)
-            q_prev, q = q, w / beta
-    T = torch.diag(torch.stack(alphas[:k]))
-    if k > 1:
-        off = torch.stack(betas[: k - 1])
-        T = T + torch.diag(off, 1) + torch.diag(off, -1)
-    return Q, T

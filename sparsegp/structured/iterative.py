@@ -144,3 +144,33 @@ def logdet_slq(T: Tensor, steps: Tensor, probe_norms2: Tensor) -> Tensor:
         lam, Q = torch.linalg.eigh(T[i, :n, :n])
         total = total + probe_norms2[i] * (Q[0] ** 2 * torch.log(lam)).sum()
     return total / T.shape[0]
+
+
+def lanczos(matmul, b: Tensor, steps: int) -> tuple[Tensor, Tensor]:
+    """Q [N, k] (orthonormal, fully re-orthogonalised) and T [k, k] of k Lanczos steps on A
+    from b: A ≈ Q T Qᵀ on the Krylov space (exact when k = N)."""
+    N = b.shape[0]
+    k = min(steps, N)
+    Q = b.new_zeros(N, k)
+    alphas, betas = [], []
+    q = b / b.norm()
+    beta, q_prev = b.new_zeros(()), torch.zeros_like(b)
+    for j in range(k):
+        Q[:, j] = q
+        w = matmul(q[:, None])[:, 0] - beta * q_prev
+        a = q @ w
+        w = w - a * q
+        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].mT @ w)  # full re-orthogonalisation
+        alphas.append(a)
+        beta = w.norm()
+        if j + 1 < k:
+            if beta <= 1e-12 * abs(float(a)):
+                Q, k = Q[:, : j + 1], j + 1
+                break
+            betas.append(beta)
+            q_prev, q = q, w / beta
+    T = torch.diag(torch.stack(alphas[:k]))
+    if k > 1:
+        off = torch.stack(betas[: k - 1])
+        T = T + torch.diag(off, 1) + torch.diag(off, -1)
+    return Q, T
