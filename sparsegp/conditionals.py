@@ -126,5 +126,7 @@ def from_parameters(L: Tensor, q_mu: Tensor, q_sqrt: Tensor, whitened: bool) -> 
 
 
 def from_precision(L_B: Tensor, e: Tensor) -> WhitenedGaussian:
-    """The collapsed family's optimal q(v) = N(L_B⁻ᵀe, B⁻¹) with B = I + A = L_B L_Bᵀ (MATH.md §2)."""
-    return WhitenedGaussian(solve_lower_t(L_B, e)[:, None], L_B, precision=True)
+    """The collapsed family's optimal q(v) = N(L_B⁻ᵀe, B⁻¹) with B = I + A = L_B L_Bᵀ (MATH.md §2);
+    e [M] (mean [M, 1]) or [M, P] for P outputs sharing B (mean [M, P])."""
+    mean = solve_lower_t(L_B, e)
+    return WhitenedGaussian(mean[:, None] if mean.dim() == 1 else mean, L_B, precision=True)

@@ -139,7 +139,9 @@ class SparsePosterior(Posterior):
         mean, var = folded_conditional(Kus.to(self.L.dtype), kff, self._folded, full_cov)
         if self.num_latent == 1:
             return mean[:, 0], (var[0] if full_cov else var[:, 0])
-        return mean, var
+        # outputs sharing one q(v) covariance (the collapsed family's P outputs) share F
+        C = self.num_latent
+        return mean, (var.expand(C, -1, -1) if full_cov else var.expand(-1, C))
 
     @property
     def q_mu(self) -> Tensor:

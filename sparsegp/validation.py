@@ -197,6 +197,27 @@ def as_targets(y: Any, n: int, name: str = "y", *, dtype: torch.dtype | None = N
     return check_finite(t, name)
 
 
+def as_output_targets(y: Any, n: int, name: str = "y", *, dtype: torch.dtype | None = None,
+                      device: torch.device | None = None) -> Tensor:
+    """Targets of one output [N] (as `as_targets`) or of P ≥ 2 outputs [N, P], where NaN marks
+    a missing output (every output needs an observation; ±inf is refused)."""
+    t = as_tensor(y, name, dtype=dtype, device=device)
+    if t.dim() > 2:
+        raise ValueError(f"{name} must be 1-D [N] or [N, P] (one column per output); got "
+                         f"{_describe(t)}")
+    if t.dim() != 2 or t.shape[1] == 1:
+        return as_targets(t, n, name)
+    if t.shape[0] != n:
+        raise ValueError(f"{name} has {t.shape[0]} rows but X has {n}")
+    if bool(torch.isinf(t).any()):
+        raise ValueError(f"{name} contains ±inf (NaN marks a missing output)")
+    empty = torch.nonzero(torch.isnan(t).all(0)).flatten().tolist()
+    if empty:
+        raise ValueError(f"{name}: output column(s) {empty[:5]} have no observed value "
+                         "(NaN marks a missing output)")
+    return t
+
+
 def model_dtype(X: Any, y: Any, dtype: torch.dtype | None) -> torch.dtype:
     """The dtype a model uses: `dtype=` if given, else that of floating tensors, else float64."""
     if dtype is not None:

@@ -26,8 +26,8 @@ def test_data_errors_name_the_argument(model):
         model(X=X[None])
     with pytest.raises(ValueError, match="y has 29 entries but X has 30 rows"):
         model(y=y[:29])
-    with pytest.raises(ValueError, match=r"y must be 1-D \[N\] or a column"):
-        model(y=np.c_[y, y])
+    with pytest.raises(ValueError, match=r"y must be 1-D \[N\] or "):
+        model(y=y[:, None, None])
     Xn = X.copy()
     Xn[3, 1] = np.nan
     with pytest.raises(ValueError, match=r"X contains NaN \(first at index \(3, 1\)\)"):

@@ -17,7 +17,7 @@ from ..objectives.blocks import label_codes
 from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value
 from ..training import FitResult
-from ..validation import as_targets, target_scale_problems
+from ..validation import as_output_targets, as_targets, target_scale_problems
 from .base import Model, nonzero, signal_variance
 
 
@@ -28,30 +28,83 @@ class GPModel(Model):
     and the objectives are reported in the units of y.
     """
 
+    #: y may have P output columns (independent outputs sharing kernel, inducing variables and
+    #: noise; NaN marks a missing output): SGPR says yes
+    multi_output = False
+
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
                          standardize_y: bool = False, noise_variance: Any = None,
-                         noise_groups: Any = None, **arguments: Any
+                         noise_groups: Any = None, mean: Any = None, **arguments: Any
                          ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-        y = as_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
-        y_mean, y_std = self._moments(y)
+        if self.multi_output:
+            y = as_output_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
+        else:
+            y = as_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
+        noise, codes = noise_structure(noise_variance, noise_groups, n)
+        if y.dim() == 2:
+            y_mean, y_std = self._output_moments(y, noise, mean)
+        else:
+            y_mean, y_std = self._moments(y)
         shift = y_mean if standardize_y else torch.zeros_like(y_mean)
         scale = nonzero(y_std) if standardize_y else torch.ones_like(y_std)
         buffers = {"y_shift": shift, "y_scale": scale}
-        noise, codes = noise_structure(noise_variance, noise_groups, n)
         if codes is not None:
             buffers["noise_codes"] = codes
-        return (y - shift) / scale, buffers, {"noise": noise}
+        config: dict[str, Any] = {"noise": noise}
+        if y.dim() == 2:
+            config["num_outputs"] = y.shape[1]
+        return (y - shift) / scale, buffers, config
+
+    def _output_moments(self, y: Tensor, noise: dict[str, Any], mean: Any
+                        ) -> tuple[Tensor, Tensor]:
+        """Several outputs: the mean of each column's observed values [P] and one pooled
+        standard deviation [] (the outputs share one noise variance, so one unit of y)."""
+        if noise:
+            raise ValueError("several output columns share one noise variance: noise_groups "
+                             "and a noise_variance per point take one output")
+        if not isinstance(as_mean(mean), Zero):
+            raise ValueError("a prior mean takes one output; with several output columns use "
+                             "standardize_y=True to remove each column's offset")
+        if self.shards_data and is_distributed() and bool(torch.isnan(y).any()):
+            raise ValueError("missing outputs (NaN in y) are not supported with data sharded "
+                             "over torch.distributed ranks")
+        observed = ~torch.isnan(y)
+        count = observed.sum(0)
+        col_mean = torch.where(observed, y, 0.0).sum(0) / count
+        dev = torch.where(observed, y - col_mean, 0.0)
+        pooled = (dev * dev).sum() / (count.sum() - y.shape[1]).clamp_min(1)
+        return col_mean, torch.sqrt(pooled)
 
     def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *,
                                standardize_y: bool = False, mean: Any = None, **arguments: Any
                                ) -> list[str]:
         # a prior mean other than zero takes the offset (None and Zero() leave it to the GP)
         zero_mean = isinstance(as_mean(mean), Zero)
-        return [] if standardize_y else target_scale_problems(y, zero_mean)
+        if standardize_y:
+            return []
+        if y.dim() == 1:
+            return target_scale_problems(y, zero_mean)
+        return [f"output {p}: {problem}" for p in range(y.shape[1])
+                for problem in target_scale_problems(y[~torch.isnan(y[:, p]), p], zero_mean)]
+
+    @property
+    def num_outputs(self) -> int:
+        """P: the output columns of y (1 for y [N])."""
+        return int(self._config.get("num_outputs") or 1)
+
+    def num_targets(self) -> int:
+        """The observed target values: N, or N·P less the missing ones for several outputs."""
+        if self.num_outputs == 1:
+            return self.num_data
+        if self.y is None:
+            raise RuntimeError("the number of observed targets needs the training data")
+        return int((~torch.isnan(self.y)).sum())
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
-        self.register_buffer("y_shift", torch.zeros((), dtype=PARAMETER_DTYPE))
+        P = config.get("num_outputs")  # the outputs' offsets; one unit of y for all
+        self.register_buffer("y_shift", torch.zeros(() if P is None else (P,),
+                                                    dtype=PARAMETER_DTYPE))
         self.register_buffer("y_scale", torch.ones((), dtype=PARAMETER_DTYPE))
         # σ² (one), or one per group of points (`noise_groups`), or one per point (known,
         # heteroscedastic: frozen); `noise_codes` [N] maps points to them
@@ -65,7 +118,8 @@ class GPModel(Model):
     def _initialise(self, *, noise_variance: Any = None, **arguments: Any) -> None:
         super()._initialise(**arguments)
         with torch.no_grad():
-            sv = signal_variance(self.y - self.mean(self.X))
+            sv = signal_variance(self.y[~torch.isnan(self.y)] if self.y.dim() == 2
+                                 else self.y - self.mean(self.X))
         self.kernel.initialise_from_data(self.X, sv)
         shape = self.value("noise_variance").shape
         value = (torch.full(shape, sv / 10.0, dtype=PARAMETER_DTYPE) if noise_variance is None
@@ -113,7 +167,7 @@ class GPModel(Model):
 
     def _objective_offset(self) -> float:
         # log p(y) = log p(y_std) − N log s_y: objectives in the units of y.
-        return -self.num_data * math.log(float(self.y_scale))
+        return -self.num_targets() * math.log(float(self.y_scale))
 
     def log_marginal_likelihood(self) -> float:
         """The objective being maximised (exact log evidence, bound or PEP energy), as a float."""
@@ -132,13 +186,17 @@ class GPModel(Model):
         over torch.distributed ranks, which `diagnostics()` does not support).
         """
         result = super().fit(maxiter=maxiter, tol=tol, progress=progress, callback=callback)
-        if diagnose and not result.interrupted and not (self.shards_data and is_distributed()):
+        if (diagnose and not result.interrupted and self.num_outputs == 1
+                and not (self.shards_data and is_distributed())):
             warn_if_unhealthy(self, stacklevel=3)
         return result
 
     def diagnostic_view(self) -> RegressionView:
         """What the diagnostics read of this model (internal units): see `RegressionView`."""
         self._require_data()
+        if self.num_outputs > 1:
+            raise ValueError(f"diagnostics take one output; this model has {self.num_outputs} "
+                             "(fit a single-output model per column to diagnose it)")
         problem = self.collapsed_problem()
         with torch.no_grad():
             residual = self.y - self.mean(self.X)  # the diagnostics see the zero-mean GP
@@ -166,7 +224,9 @@ class GPModel(Model):
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False, *,
                 noise_variance: Any = None, noise_groups: Any = None
                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean [N*] and variance [N*] (or covariance [N*, N*]) at Xnew [N*, D].
+        """Posterior mean [N*] and variance [N*] (or covariance [N*, N*]) at Xnew [N*, D];
+        with P outputs, [N*, P] and [N*, P] (or one covariance per output, [P, N*, N*]: the
+        outputs are independent, so the [P, P] covariance at a point is diagonal).
 
         Latent f* by default; `include_noise=True` gives the predictive of noisy y*. A model
         whose noise differs per point needs the noise of the new points then: their known

@@ -39,10 +39,14 @@ class SGPR(InducingMixin, GPModel):
     Kff − Qff within each block (MATH.md §2; "fitc" with blocks is PITC); `alpha` may then
     also be one power per block, in the order of the sorted labels. `sparsegp.cluster_blocks`
     makes labels from the inputs. Cost O(N·M² + Σ_b |b|³), evaluated in float64.
-    Shapes: X [N, D], y [N]. When a torch.distributed process group is initialised, X and y
-    are this rank's shard: the objective, its gradient and the posterior are those of all
-    shards, every rank starts from rank 0's initial parameters, and `fit` runs in lock-step.
-    `chunk_size` rows of data are processed at a time (memory
+    Shapes: X [N, D], y [N], or y [N, P] for P independent outputs that share the kernel, the
+    inducing variables and the noise variance (NaN marks a missing output: the objective is
+    then the sum over outputs of each one's on the points where it is observed; `predict`
+    returns [N*, P]; `standardize_y` removes each column's mean and divides all by one pooled
+    standard deviation; `diagnostics()` takes one output). When a torch.distributed process
+    group is initialised, X and y are this rank's shard: the objective, its gradient and the
+    posterior are those of all shards, every rank starts from rank 0's initial parameters,
+    and `fit` runs in lock-step. `chunk_size` rows of data are processed at a time (memory
     O(chunk·M + M²), in the gradient too; default from a memory budget). `jitter` is relative
     to mean diag Kuu. `compute_dtype=torch.float32` (the default for float32 data) evaluates
     the N·M² work (kernel matrices, products, triangular solves) in float32, e.g. on a GPU,
@@ -51,6 +55,7 @@ class SGPR(InducingMixin, GPModel):
     """
 
     shards_data = True
+    multi_output = True
 
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,

@@ -18,13 +18,14 @@ from ..features.stacked import Stacked
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli, Gaussian
 from ..likelihoods.base import Likelihood
+from ..means import Zero, as_mean
 from ..objectives import svgp as objective
 from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective
 from ..posteriors import SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
-from ..validation import as_tensor, check_finite
+from ..validation import as_output_targets, as_tensor, check_finite
 from .base import Model
 from .inducing import InducingMixin, resolve_feature
 
@@ -32,7 +33,13 @@ from .inducing import InducingMixin, resolve_feature
 class SVGP(InducingMixin, Model):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
-    Shapes: X [N, D], y [N]. `whiten=True` (default) parameterises q(v), u = L v. `num_latent`
+    Shapes: X [N, D], y [N]; or y [N, P] for P outputs with a Gaussian likelihood (its
+    `variance` one number shared by the outputs, or P of them), NaN marking a missing output:
+    P independent latent functions sharing the kernel and the inducing variables by default,
+    or, with `mixing=W` [P, L] (trainable), the linear model of coregionalisation f = W g of L
+    independent latent functions g (the likelihood sees the P outputs; predictions are of the
+    outputs, [N*, P], and `predict_f(..., full_output_cov=True)` gives the [P, P] covariance at
+    each point). `whiten=True` (default) parameterises q(v), u = L v. `num_latent`
     latent functions (default: what the likelihood needs) share the kernel and the inducing
     variables (`inducing_points` as in `SGPR`: an int, an array or any registered inducing
     feature). `fit()` uses Adam on the hyperparameters and natural gradients on q(u) over
@@ -51,17 +58,19 @@ class SVGP(InducingMixin, Model):
         inducing_points: Any = None, whiten: bool = True, num_latent: int | None = None, *,
         mean: Any = None, jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
-        dtype: torch.dtype | None = None, mean_field: bool = False,
+        dtype: torch.dtype | None = None, mean_field: bool = False, mixing: Any = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          likelihood=likelihood, inducing_points=inducing_points, whiten=whiten,
                          num_latent=num_latent, mean=mean, jitter=jitter, chunk_size=chunk_size,
-                         inducing_init=inducing_init, seed=seed, mean_field=mean_field)
+                         inducing_init=inducing_init, seed=seed, mean_field=mean_field,
+                         mixing=mixing)
 
     def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,
                    whiten: bool, num_latent: int | None, chunk_size: int | None,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
-                   mean_field: bool = False, **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+                   mean_field: bool = False, mixing: Any = None, **arguments: Any
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
         likelihood = Gaussian() if likelihood is None else likelihood
         if not isinstance(likelihood, Likelihood):
             raise TypeError(f"likelihood must be a sparsegp likelihood; got {type(likelihood).__name__}")
@@ -80,9 +89,13 @@ class SVGP(InducingMixin, Model):
                       mean_field=bool(mean_field))
         return config, parts
 
-    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
+                         mixing: Any = None, num_latent: int | None = None, mean: Any = None,
                          **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         t = as_tensor(y, "y", device=device)
+        W = None if mixing is None else _mixing_matrix(mixing)
+        if (t.dim() == 2 and t.shape[1] > 1) or W is not None:
+            return _output_targets(t, n, parts["likelihood"], W, num_latent, mean)
         if t.dim() == 2 and t.shape[1] == 1:
             t = t[:, 0]
         if t.dim() != 1 or t.shape[0] != n:
@@ -101,10 +114,20 @@ class SVGP(InducingMixin, Model):
         M, C = self.feature.num_inducing, int(config["num_latent"])
         self.q_mu = nn.Parameter(torch.zeros(M, C, dtype=PARAMETER_DTYPE))
         self.q_sqrt = nn.Parameter(torch.eye(M, dtype=PARAMETER_DTYPE).expand(C, M, M).clone())
+        shape = config.get("mixing")  # [P, L] of the LMC, or None
+        self.mixing_matrix = (None if shape is None
+                              else nn.Parameter(torch.zeros(*shape, dtype=PARAMETER_DTYPE)))
 
-    def _initialise(self, **arguments: Any) -> None:
-        latent = self.y if isinstance(self.likelihood, Gaussian) else torch.zeros_like(self.y)
-        self.mean.initialise_from_data(self.X, latent)
+    def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
+        if mixing is not None:
+            with torch.no_grad():
+                self.mixing_matrix.copy_(_mixing_matrix(mixing))
+        if self.y.dim() == 2:  # several outputs: no prior mean (refused), y may hold NaN
+            latent = None
+        else:
+            latent = self.y if isinstance(self.likelihood, Gaussian) else torch.zeros_like(self.y)
+        if latent is not None:
+            self.mean.initialise_from_data(self.X, latent)
         self.kernel.initialise_from_data(self.X, 1.0)
         if not self.whiten:  # start at the prior, S = Kuu
             with torch.no_grad():
@@ -131,6 +154,17 @@ class SVGP(InducingMixin, Model):
     def num_latent(self) -> int:
         return self.q_mu.shape[1]
 
+    @property
+    def mixing(self) -> np.ndarray | None:
+        """The LMC's mixing matrix W [P, L] (numpy), or None for independent outputs."""
+        W = self.mixing_matrix
+        return None if W is None else W.detach().cpu().numpy().copy()
+
+    @property
+    def num_outputs(self) -> int:
+        """P: the output columns of y (1 for y [N])."""
+        return int(self._config.get("num_outputs") or 1)
+
     def _cholesky_kuu(self) -> Tensor:
         return cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)[0]
 
@@ -147,7 +181,7 @@ class SVGP(InducingMixin, Model):
         return objective.elbo(self.kernel, self.feature, self.likelihood, X, y,
                               self._cholesky_kuu(), self.q_mu if q_mu is None else q_mu,
                               self._root(self.q_sqrt if q_sqrt is None else q_sqrt), self.whiten,
-                              self.num_data, self._chunk(), self.prior_mean())
+                              self.num_data, self._chunk(), self.prior_mean(), self.mixing_matrix)
 
     def _root(self, q_sqrt: Tensor) -> Tensor:
         """The Cholesky factor of q's covariance: lower triangle, and for `mean_field` only the
@@ -203,7 +237,7 @@ class SVGP(InducingMixin, Model):
         start = time.perf_counter()
         natgrad = natgrad and not self.mean_field
         if batch_size is None and data is None and isinstance(self.likelihood, Gaussian) \
-                and not is_distributed() and not self.mean_field:
+                and not is_distributed() and not self.mean_field and self.mixing_matrix is None:
             with threads_for(self.evaluation_work()):
                 res = fit_lbfgsb(_CollapsedBound(self), maxiter=maxiter, progress=progress,
                                  callback=callback)
@@ -224,6 +258,9 @@ class SVGP(InducingMixin, Model):
 
     def _batch_targets(self, yb: Any) -> Tensor:
         t = as_tensor(yb, "a batch of y", dtype=self.dtype, device=self.device)
+        if self._config.get("num_outputs"):
+            return _checked_outputs(t.reshape(t.shape[0], -1), t.shape[0], self.num_outputs,
+                                    "a batch of y")
         return self.likelihood.check_targets(t.reshape(-1).to(PARAMETER_DTYPE))
 
     # -- persistence ----------------------------------------------------------------------
@@ -247,16 +284,40 @@ class SVGP(InducingMixin, Model):
             mean, var = mean[:, None], (var[None] if full_cov else var[:, None])
         return mean, var
 
-    def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of the latent functions: [N*] for one, [N*, C] for several."""
+    def _functions(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
+                   ) -> tuple[Tensor, Tensor]:
+        """Mean [N*, C] of the functions the likelihood sees (the latent functions, or the P
+        outputs W g of the LMC) and their variances [N*, C], covariances over the points
+        [C, N*, N*] (`full_cov`) or over the outputs at each point [N*, C, C]
+        (`full_output_cov`)."""
+        if full_cov and full_output_cov:
+            raise ValueError("full_cov (over the points) and full_output_cov (over the outputs "
+                             "at each point) cannot both be asked for")
         mean, var = self._latent(Xnew, full_cov)
-        if self.num_latent == 1:
+        W = None if self.mixing_matrix is None else self.mixing_matrix.detach().to(mean.dtype)
+        if full_output_cov:
+            Wt = torch.eye(self.num_latent, dtype=mean.dtype, device=mean.device) if W is None else W
+            return objective.mix(mean, var, W)[0], torch.einsum("pl,nl,ql->npq", Wt, var, Wt)
+        if W is None:
+            return mean, var
+        if full_cov:
+            return mean @ W.mT, torch.einsum("pl,lnm->pnm", W * W, var)
+        return objective.mix(mean, var, W)
+
+    def predict_f(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of the latent functions (the outputs of the LMC with `mixing`):
+        [N*] for one, [N*, C] for several; `full_cov` gives covariances over the points
+        ([N*, N*], or [C, N*, N*]), `full_output_cov` over the functions at each point
+        [N*, C, C]."""
+        mean, var = self._functions(Xnew, full_cov, full_output_cov)
+        if mean.shape[1] == 1 and not full_output_cov:
             mean, var = mean[:, 0], (var[0] if full_cov else var[:, 0])
         return self._output(mean, var)
 
     def _likelihood_moments(self, Xnew: Any) -> tuple[Tensor, Tensor]:
-        mean, var = self._latent(Xnew)
-        if self.likelihood.num_latent == 1:
+        mean, var = self._functions(Xnew)
+        if self.likelihood.num_latent == 1 and self.num_outputs == 1:
             mean, var = mean[:, 0], var[:, 0]
         return mean, var
 
@@ -271,7 +332,8 @@ class SVGP(InducingMixin, Model):
         return self.predict_y(Xnew)[0]
 
     def predict_log_density(self, Xnew: Any, ynew: Any) -> np.ndarray:
-        """log p(y* | data) at each test point [N*] (e.g. for the test NLPD)."""
+        """log p(y* | data) at each test point [N*] (e.g. for the test NLPD); with P outputs
+        one per output [N*, P] (the marginal of each; NaN where y* is missing)."""
         mean, var = self._likelihood_moments(Xnew)
         y = self._batch_targets(ynew)
         with torch.no_grad():
@@ -290,9 +352,70 @@ class _CollapsedBound:
 
     def training_loss(self) -> Tensor:
         m = self.model
-        problem = CollapsedProblem(m.kernel, m.feature, m.X, m.y, m.likelihood.value("variance"),
-                                   VFE, m.jitter, m.chunk_size, mean=m.prior_mean())
-        return -(collapsed_objective(problem) + m.log_prior())
+        noise = m.likelihood.value("variance")
+        problem = CollapsedProblem(m.kernel, m.feature, m.X, m.y, noise, VFE, m.jitter,
+                                   m.chunk_size, mean=m.prior_mean())
+        if noise.dim() == 0:
+            bound = collapsed_objective(problem)
+        else:  # one noise per output: the outputs' bounds one by one, each on its points
+            observed = ~torch.isnan(m.y)
+            bound = sum(collapsed_objective(problem._replace(
+                X=m.X[observed[:, p]], y=m.y[observed[:, p], p], noise=noise[p]))
+                for p in range(m.y.shape[1]))
+        return -(bound + m.log_prior())
 
     def summary(self) -> str:
         return self.model.summary()
+
+
+def _mixing_matrix(mixing: Any) -> Tensor:
+    """The LMC's mixing matrix W [P, L] from an array (finite; any L ≥ 1)."""
+    try:
+        W = torch.as_tensor(np.asarray(mixing, dtype=np.float64), dtype=PARAMETER_DTYPE)
+    except (TypeError, ValueError):
+        raise TypeError(f"mixing must be an array [P, L] of numbers; got {type(mixing).__name__}"
+                        ) from None
+    if W.dim() != 2 or 0 in W.shape or not bool(torch.isfinite(W).all()):
+        raise ValueError(f"mixing must be a finite matrix [P outputs, L latent functions]; got "
+                         f"shape {tuple(W.shape)}")
+    return W
+
+
+def _checked_outputs(t: Tensor, n: int, P: int, name: str) -> Tensor:
+    """Targets [n, P] of P outputs with NaN marking a missing one (±inf refused)."""
+    if t.dim() != 2 or tuple(t.shape) != (n, P):
+        raise ValueError(f"{name} must have shape [{n}, {P}] (one column per output); got "
+                         f"{tuple(t.shape)}")
+    if bool(torch.isinf(t).any()):
+        raise ValueError(f"{name} contains ±inf (NaN marks a missing output)")
+    return t.to(PARAMETER_DTYPE)
+
+
+def _output_targets(t: Tensor, n: int, likelihood: Likelihood, W: Tensor | None,
+                    num_latent: int | None, mean: Any
+                    ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+    """Targets of P outputs (Gaussian likelihood; NaN: missing) and the config they imply:
+    P latent functions, or the L of the mixing matrix W [P, L]."""
+    if not isinstance(likelihood, Gaussian):
+        raise ValueError("several output columns (or a mixing matrix) need the Gaussian "
+                         f"likelihood; got {type(likelihood).__name__}")
+    if not isinstance(as_mean(mean), Zero):
+        raise ValueError("a prior mean takes one output: with several output columns or a "
+                         "mixing matrix leave mean=None (centre each column of y instead)")
+    y = as_output_targets(t, n, "y")
+    P = 1 if y.dim() == 1 else y.shape[1]
+    y = _checked_outputs(y.reshape(n, P), n, P, "y")
+    noise = likelihood.value("variance")
+    if noise.dim() > 1 or (noise.dim() == 1 and noise.shape[0] != P):
+        raise ValueError(f"the Gaussian likelihood's variance must be one number or one per "
+                         f"output ({P}); got shape {tuple(noise.shape)}")
+    C = P if W is None else W.shape[1]
+    if W is not None and W.shape[0] != P:
+        raise ValueError(f"mixing must have one row per output column of y ({P}); got "
+                         f"shape {tuple(W.shape)}")
+    if num_latent is not None and int(num_latent) != C:
+        raise ValueError(f"num_latent must be {C} here (" + ("the columns of mixing" if W is not None
+                         else "one latent function per output") + f"); got {num_latent}")
+    config: dict[str, Any] = {"num_outputs": P, "num_latent": C,
+                              "mixing": None if W is None else list(W.shape)}
+    return y, {}, config

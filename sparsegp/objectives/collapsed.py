@@ -26,7 +26,7 @@ from ..conditionals import WhitenedGaussian, from_precision
 from ..covariances import cross_covariance
 from ..distributed import global_sum
 from ..kernels.base import Kernel
-from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower
+from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower, solve_lower_t
 from ..means import Mean
 from .blocks import Blocking, BlockPowerEPStream
 from .heteroscedastic import PointNoiseStream
@@ -74,8 +74,8 @@ class Statistics(NamedTuple):
     """Per-point sums of MATH.md §2 with a_n = L⁻¹k_n, β_n = 1/λ_n (additive over chunks)."""
 
     A: Tensor  # [M, M]  Σ β_n a_n a_nᵀ
-    c: Tensor  # [M]     Σ β_n y_n a_n
-    s_y: Tensor  # []    Σ β_n y_n²
+    c: Tensor  # [M]     Σ β_n y_n a_n ([M, P] for P outputs sharing the statistics)
+    s_y: Tensor  # []    Σ β_n y_n² (summed over the outputs)
     s_loglam: Tensor  # Σ log λ_n
     s_d: Tensor  # []    Σ d_n
     s_pen: Tensor  # []  (1−α)/α Σ log(1 + α d_n/σ²); blocks: Σ_b (1−α_b)/α_b log|I + α_b D_b/σ²|
@@ -120,8 +120,32 @@ class CollapsedProblem(NamedTuple):
 
 
 def targets(p: CollapsedProblem) -> Tensor:
-    """y − m(X) [N], differentiable in the mean's parameters (y itself without a mean)."""
-    return p.y if p.mean is None else p.y - p.mean(p.X)
+    """y − m(X) [N] (or [N, P]: the mean of every output), differentiable in the mean's
+    parameters (y itself without a mean)."""
+    if p.mean is None:
+        return p.y
+    m = p.mean(p.X)
+    return p.y - (m[:, None] if p.y.dim() == 2 else m)
+
+
+def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedProblem]]:
+    """The problem as independent parts whose outputs share the statistics: [(None, p)] for
+    one output or P outputs observed at every point; with missing outputs (NaN in y [N, P]),
+    one part per set of outputs observed at the same points, holding those rows and columns
+    (the objective is the sum of the parts': the independent outputs' joint density with
+    each output's missing entries marginalised out)."""
+    if p.y.dim() == 1:
+        return [(None, p)]
+    observed = ~torch.isnan(p.y)
+    if bool(observed.all()):
+        return [(None, p)]
+    patterns, inverse = torch.unique(observed.mT, dim=0, return_inverse=True)
+    parts = []
+    for g in range(patterns.shape[0]):
+        cols = torch.nonzero(inverse == g).flatten().tolist()
+        rows = torch.nonzero(patterns[g]).flatten()
+        parts.append((cols, p._replace(X=p.X[rows], y=p.y[rows][:, cols])))
+    return parts
 
 
 def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
@@ -132,6 +156,10 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     n = int(global_sum(p.X.shape[0], p.X))
     y = targets(p)
     per_point = p.noise.dim() == 1  # σ²_n: known heteroscedastic noise or one per group
+    columns = 0 if y.dim() == 1 else y.shape[1]  # P outputs sharing a_n and λ_n
+    if columns and (per_point or p.blocks is not None):
+        raise ValueError("several output columns share one noise variance and the point-wise "
+                         "family; blocks and per-point noise take one output")
     if p.blocks is not None:
         b = p.blocks
         noise = p.noise[b.order] if per_point else p.noise.expand(p.X.shape[0])
@@ -143,10 +171,10 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
         stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
         return Statistics(*streamed_sum(stream, p.X, y, size, p.noise), n=n)
     if p.fam.mode == "pep":
-        stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype)
+        stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns)
         return Statistics(*streamed_sum(stream, p.X, y, size), n=n)
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
-    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype), p.X, y, size)
+    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns), p.X, y, size)
     s_d = kd - torch.diagonal(Q).sum()
     return Statistics(
         A=Q / p.noise,
@@ -169,13 +197,21 @@ def solve(stats: Statistics) -> Solved:
     return Solved(L_B, e, stats.s_loglam + log_det_from_cholesky(L_B), stats.s_y - (e * e).sum())
 
 
+def num_outputs(stats: Statistics) -> int:
+    """P: the output columns sharing the statistics (the columns of c; 1 for c [M])."""
+    return 1 if stats.c.dim() == 1 else stats.c.shape[1]
+
+
 def family_terms(stats: Statistics, solved: Solved) -> tuple[Tensor, Tensor, Tensor]:
     """F_α of MATH.md §2 in three terms (Bauer et al. 2016): data fit −½ yᵀΣ⁻¹y, complexity
     −½ (N log 2π + log|Σ|), and the member's penalty −½ s_pen (VFE's trace term Σ d_n/σ²_n,
-    PEP's (1−α)/α Σ log(1 + α d_n/σ²_n), 0 for DTC: the statistics carry it)."""
+    PEP's (1−α)/α Σ log(1 + α d_n/σ²_n), 0 for DTC: the statistics carry it). With P
+    outputs sharing the statistics each term is the total over the outputs (the complexity
+    and the penalty counted P times)."""
+    P = num_outputs(stats)
     data_fit = -0.5 * solved.quad
-    complexity = -0.5 * (stats.n * LOG_2PI + solved.log_det)
-    return data_fit, complexity, -0.5 * stats.s_pen
+    complexity = -0.5 * P * (stats.n * LOG_2PI + solved.log_det)
+    return data_fit, complexity, -0.5 * P * stats.s_pen
 
 
 def family_objective(stats: Statistics, solved: Solved) -> Tensor:
@@ -191,16 +227,31 @@ def factor_and_statistics(p: CollapsedProblem) -> tuple[Tensor, float, Statistic
 
 
 def collapsed_objective(p: CollapsedProblem) -> Tensor:
-    """F_α of the problem's family member (MATH.md §2). Shape: []."""
-    _, _, stats = factor_and_statistics(p)
-    return family_objective(stats, solve(stats))
+    """F_α of the problem's family member (MATH.md §2), summed over the outputs (y [N, P],
+    NaN where an output is missing: see `output_parts`). Shape: []."""
+    L, _ = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
+    total = L.new_zeros(())
+    for _, part in output_parts(p):
+        stats = statistics(part, L)
+        total = total + family_objective(stats, solve(stats))
+    return total
 
 
 def posterior_q(p: CollapsedProblem) -> tuple[Tensor, WhitenedGaussian, float]:
     """The optimal q(u) of every member (MATH.md §2, 'Posterior over u'): L = chol(Kuu),
-    whitened q(v) = N(L_B⁻ᵀe, B⁻¹), and the relative jitter used."""
-    L, used, stats = factor_and_statistics(p)
-    return L, q_from_statistics(stats), used
+    whitened q(v) = N(L_B⁻ᵀe, B⁻¹), and the relative jitter used. With P outputs the mean is
+    [M, P]; B is shared ([M, M]) unless outputs are missing at different points ([P, M, M])."""
+    L, used = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
+    parts = output_parts(p)
+    if parts[0][0] is None:
+        return L, q_from_statistics(statistics(p, L)), used
+    M, P = L.shape[0], p.y.shape[1]
+    mean, root = L.new_empty(M, P), L.new_empty(P, M, M)
+    for cols, part in parts:
+        s = solve(statistics(part, L))
+        mean[:, cols] = solve_lower_t(s.L_B, s.e)
+        root[cols] = s.L_B
+    return L, WhitenedGaussian(mean, root, precision=True), used
 
 
 def q_from_statistics(stats: Statistics) -> WhitenedGaussian:
@@ -218,8 +269,9 @@ def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
     since Kff + Λσ ≼ Qff + Λσ + tI all the same).
     """
     vp = p._replace(fam=VFE, blocks=None)
-    L, _, vfe = factor_and_statistics(vp)
-    return upper_bound_from_statistics(vfe, vp, L)
+    L, _ = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
+    return sum(upper_bound_from_statistics(statistics(part, L), part, L)
+               for _, part in output_parts(vp))
 
 
 def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor) -> Tensor:
@@ -230,4 +282,5 @@ def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor)
         widened = vfe._replace(A=vfe.A * shrink, c=vfe.c * shrink, s_y=vfe.s_y * shrink)
     else:  # weights 1/(t + σ²_n): one more pass over the data
         widened = statistics(p._replace(fam=family("dtc"), noise=p.noise + t, blocks=None), L)
-    return -0.5 * (vfe.n * LOG_2PI + solve(vfe).log_det + solve(widened).quad)
+    return -0.5 * (num_outputs(vfe) * (vfe.n * LOG_2PI + solve(vfe).log_det)
+                   + solve(widened).quad)

@@ -8,7 +8,7 @@ under q(X) (`psi.py`): with L = chol(Kuu), A = L⁻¹Ψ2L⁻ᵀ/σ², B = I + A,
   F = −½ Σ‖Y‖²/σ² + ½‖L_B⁻¹c‖² − (D/2)(N log 2πσ² + log|B|) − (D/2)(ψ0 − tr L⁻¹Ψ2L⁻ᵀ)/σ²
       − KL(q(X) ‖ p(X)),
 
-the family's VFE terms (`collapsed.family_terms`) with D outputs. At S → 0 it is SGPR-VFE at
+the family's VFE terms (`collapsed.family_objective`) with D outputs. At S → 0 it is SGPR-VFE at
 X = μ summed over the D outputs (minus the KL). The optimal q(u) is VFE's, Ψ's in place of
 K's. The Ψ sums are streamed over chunks of points (O(B·M² + M²) memory, also in the
 gradient: each chunk is recomputed under autograd in the backward pass).
@@ -26,7 +26,7 @@ from torch import Tensor
 from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
 from ..linalg import solve_lower, solve_lower_t
-from .collapsed import Statistics, family_terms, solve
+from .collapsed import Statistics, family_objective, solve
 from .psi import has_closed_form, psi_chunk, sample_rule
 from .streaming import Stream, streamed_sum
 
@@ -136,8 +136,7 @@ def data_bound(sums: PsiSums, L: Tensor, noise: Tensor) -> Tensor:
     total = L.new_zeros(())
     for part, sigma2 in _per_output(sums, noise):
         stats = gplvm_statistics(part, L, sigma2)
-        data_fit, complexity, penalty = family_terms(stats, solve(stats))
-        total = total + data_fit + part.psi1_y.shape[1] * (complexity + penalty)
+        total = total + family_objective(stats, solve(stats))
     return total
 
 

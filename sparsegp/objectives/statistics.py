@@ -1,8 +1,9 @@
 """The per-point sums of the collapsed family (MATH.md §2) as streams with hand-derived gradients.
 
 * `WhitenedStream` (VFE, DTC, upper bound): with a = L⁻¹Kuf, Q = Σ a aᵀ, r = Σ y a, Σ y²,
-  Σ kdiag. One triangular solve and one augmented Gram product [a; yᵀ][a; yᵀ]ᵀ per chunk,
-  lower triangle only.
+  Σ kdiag (targets y [N], or Y [N, P] for P outputs sharing a: r [M, P], Σ y² over all).
+  One triangular solve and one augmented Gram product [a; Yᵀ][a; Yᵀ]ᵀ per chunk, lower
+  triangle only.
 * `PowerEPStream` (FITC, PEP): with a = L⁻¹Kuf, d = kdiag − ‖a_n‖², λ = αd + σ², β = 1/λ:
   A = Σ β a aᵀ, c = Σ β y a, Σ β y², Σ log λ, Σ d, (1−α)/α Σ log(1 + αd/σ²) — one triangular
   solve and one augmented Gram product of [a√β; (y√β)ᵀ] per chunk.
@@ -48,6 +49,23 @@ def add_gram_lower_(out: Tensor, K: Tensor) -> None:
     add_products_lower_(out, K, K)
 
 
+def target_rows(columns: int) -> int:
+    """Rows the targets take in a stream's [a; Yᵀ] buffer: 1 for y [N] (`columns` 0), P for
+    Y [N, P] (several outputs sharing the statistics)."""
+    return max(1, int(columns))
+
+
+def target_sums(YA: Tensor, columns: int) -> Tensor:
+    """Σ y_n a_n from the [P, M] block of the augmented Gram matrix: [M] for y [N] (`columns`
+    0), [M, P] for Y [N, P]."""
+    return YA[0].clone() if columns == 0 else YA.mT.clone()
+
+
+def as_matrix(g: Tensor) -> Tensor:
+    """A gradient of Σ y a as [M, P] ([M] -> [M, 1])."""
+    return g[:, None] if g.dim() == 1 else g
+
+
 def symmetric_from_lower(A: Tensor) -> Tensor:
     lower = A.tril()
     return lower + lower.tril(-1).mT
@@ -69,25 +87,27 @@ class WhitenedStream(Stream):
     −L⁻ᵀ(G Q + g_r rᵀ) from the sums themselves (lower triangle).
     """
 
-    def __init__(self, kuf: CrossCovariance, L: Tensor, acc_dtype: torch.dtype) -> None:
+    def __init__(self, kuf: CrossCovariance, L: Tensor, acc_dtype: torch.dtype,
+                 columns: int = 0) -> None:
         self.kuf, self.acc_dtype = kuf, acc_dtype
         self.inputs = (*kuf.inputs, L)
         self.M = kuf.num_inducing
+        self.columns, self.P = int(columns), target_rows(columns)
         self.L = L.detach().to(kuf.dtype)
         self._L_acc = L.detach().to(acc_dtype)
 
     def _chunk(self, Xb: Tensor, yb: Tensor, whiten: bool) -> tuple[Tensor, Tensor]:
-        """Kuf_b and [a; yᵀ] (whiten) or [Kuf_b; yᵀ] in one [M + 1, B] buffer."""
-        KY = torch.empty(self.M + 1, Xb.shape[0], dtype=self.kuf.dtype, device=Xb.device)
+        """Kuf_b and [a; Yᵀ] (whiten) or [Kuf_b; Yᵀ] in one [M + P, B] buffer."""
+        KY = torch.empty(self.M + self.P, Xb.shape[0], dtype=self.kuf.dtype, device=Xb.device)
         K = self.kuf.value(Xb) if whiten else self.kuf.value(Xb, out=KY[: self.M])
         if whiten:
             torch.linalg.solve_triangular(self.L, K, upper=False, out=KY[: self.M])
-        KY[self.M] = yb
+        KY[self.M:] = yb.mT if yb.dim() == 2 else yb
         return K, KY
 
     def zeros(self) -> list[Tensor]:
         z = self._L_acc.new_zeros
-        return [z(self.M + 1, self.M + 1), z(())]
+        return [z(self.M + self.P, self.M + self.P), z(())]
 
     def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
         _, AY = self._chunk(Xb, yb, whiten=True)
@@ -97,7 +117,8 @@ class WhitenedStream(Stream):
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
         QA, M = symmetric_from_lower(acc[0]), self.M
         self._QA = QA  # this shard's sums, for the backward pass (the outputs get reduced)
-        return QA[:M, :M].clone(), QA[M, :M].clone(), QA[M, M].clone(), acc[1]
+        return (QA[:M, :M].clone(), target_sums(QA[M:, :M], self.columns),
+                torch.diagonal(QA[M:, M:]).sum(), acc[1])
 
     def grad_zeros(self, grads: Sequence[Tensor]) -> list:
         gQ, gr = grads[0].to(self.acc_dtype), grads[1].to(self.acc_dtype)
@@ -105,9 +126,9 @@ class WhitenedStream(Stream):
         # ∂K = L⁻ᵀ(G a + g_r yᵀ) = [L⁻ᵀG, L⁻ᵀg_r][a; yᵀ]: one solve with L here, the chunk's
         # own a per chunk (forming L⁻ᵀGL⁻¹ to multiply Kuf instead squares cond(L) and loses
         # the gradient's accuracy on ill-conditioned Kuu; measured: 20% errors at cond 1e8)
-        H = torch.linalg.solve_triangular(self._L_acc.mT, torch.cat([self._G, gr[:, None]], 1),
+        H = torch.linalg.solve_triangular(self._L_acc.mT, torch.cat([self._G, as_matrix(gr)], 1),
                                           upper=True)
-        self._H = H.to(self.kuf.dtype)  # [M, M + 1]
+        self._H = H.to(self.kuf.dtype)  # [M, M + P]
         self._gyy = grads[2].to(self.kuf.dtype)
         self._gkd = grads[3].to(self.kuf.dtype)
         return self.kuf.grad_zeros()
@@ -120,12 +141,13 @@ class WhitenedStream(Stream):
         if not self.want_y:
             return None
         # ∂y_n = g_rᵀa_n + 2 g_yy y_n
-        a, y = AY[: self.M], AY[self.M]
-        return (self._gr.to(a.dtype) @ a + 2.0 * self._gyy * y).to(yb.dtype)
+        a, y = AY[: self.M], AY[self.M:]
+        gy = as_matrix(self._gr).to(a.dtype).mT @ a + 2.0 * self._gyy * y
+        return (gy.mT if yb.dim() == 2 else gy[0]).to(yb.dtype)
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
         M, QA = self.M, self._QA
-        ga_a = self._G @ QA[:M, :M] + torch.outer(self._gr, QA[M, :M])  # Σ ∂a aᵀ
+        ga_a = self._G @ QA[:M, :M] + as_matrix(self._gr) @ QA[M:, :M]  # Σ ∂a aᵀ
         gL = -torch.linalg.solve_triangular(self._L_acc.mT, ga_a, upper=True).tril()
         L = self.inputs[-1]
         return [*self.kuf.grad_finish(gacc), gL.to(L.dtype)]
@@ -136,27 +158,28 @@ class PowerEPStream(Stream):
     s_pen = (1−α)/α Σ log(1 + α d_n/σ²) (the penalty's weight folded in)."""
 
     def __init__(self, kuf: CrossCovariance, L: Tensor, noise: Tensor, alpha: float,
-                 acc_dtype: torch.dtype) -> None:
+                 acc_dtype: torch.dtype, columns: int = 0) -> None:
         self.kuf, self.alpha, self.acc_dtype = kuf, alpha, acc_dtype
         self.weight = (1.0 - alpha) / alpha  # of the penalty
         self.inputs = (*kuf.inputs, L, noise)
         self.M = kuf.num_inducing
+        self.columns, self.P = int(columns), target_rows(columns)
         self.L = L.detach().to(kuf.dtype)
         self.noise = noise.detach().to(kuf.dtype)
 
     def _chunk(self, Xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """K = Kuf, [a; yᵀ] with a = L⁻¹K (one buffer), raw d, clipped d and λ = αd + σ²."""
+        """K = Kuf, [a; Yᵀ] with a = L⁻¹K (one buffer), raw d, clipped d and λ = αd + σ²."""
         K = self.kuf.value(Xb)
-        AY = torch.empty(self.M + 1, K.shape[1], dtype=K.dtype, device=K.device)
+        AY = torch.empty(self.M + self.P, K.shape[1], dtype=K.dtype, device=K.device)
         a = torch.linalg.solve_triangular(self.L, K, upper=False, out=AY[: self.M])
-        AY[self.M] = yb
+        AY[self.M:] = yb.mT if yb.dim() == 2 else yb
         raw = self.kuf.kdiag(Xb) - (a * a).sum(0)
         d = raw.clamp_min(0.0)
         return K, AY, raw, d, self.alpha * d + self.noise
 
     def zeros(self) -> list[Tensor]:
         z = self.L.new_zeros
-        return [z(self.M + 1, self.M + 1, dtype=self.acc_dtype)] + [
+        return [z(self.M + self.P, self.M + self.P, dtype=self.acc_dtype)] + [
             z((), dtype=self.acc_dtype) for _ in range(3)]
 
     def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
@@ -172,11 +195,13 @@ class PowerEPStream(Stream):
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
         AA, M = symmetric_from_lower(acc[0]), self.M
         self._AA = AA.clone()  # this shard's A and c, for the backward pass (outputs get reduced)
-        return AA[:M, :M], AA[M, :M].contiguous(), AA[M, M], acc[1], acc[2], acc[3]
+        return (AA[:M, :M], target_sums(AA[M:, :M], self.columns), torch.diagonal(AA[M:, M:]).sum(),
+                acc[1], acc[2], acc[3])
 
     def grad_zeros(self, grads: Sequence[Tensor]) -> list:
         gA, gc, gsy, gsl, gsd, gsp = (g.to(self.kuf.dtype) for g in grads)
-        self._G = torch.cat([gA + gA.mT, gc[:, None]], 1)  # [M, M + 1]
+        gc = as_matrix(gc)  # [M, P]
+        self._G = torch.cat([gA + gA.mT, gc], 1)  # [M, M + P]
         self._gc, self._gsy, self._gsl, self._gsd = gc, gsy, gsl, gsd
         self._gsp = self.weight * gsp  # ∂/∂ Σ log(1 + αd/σ²)
         self._Sd = torch.zeros_like(self.L)  # Σ ∂d_n a_n a_nᵀ (lower triangle)
@@ -195,12 +220,12 @@ class PowerEPStream(Stream):
         sum per chunk (lower triangle).
         """
         K, AY, raw, d, lam = self._chunk(Xb, yb)
-        a, y = AY[: self.M], AY[self.M]
+        a, y = AY[: self.M], AY[self.M:]  # y [P, B]
         beta = 1.0 / lam
         T = self._G @ AY  # [M, B]
         ga_dot = (a * T).sum(0)
-        ca = self._gc @ a
-        g_beta = 0.5 * (ga_dot + y * ca) + self._gsy * y * y
+        ca = self._gc.mT @ a  # [P, B]
+        g_beta = 0.5 * (ga_dot + (y * ca).sum(0)) + self._gsy * (y * y).sum(0)
         g_lam = -beta * beta * g_beta + self._gsl * beta
         shifted = self.noise + self.alpha * d
         g_d = (self.alpha * g_lam + self._gsd + self._gsp * self.alpha / shifted) * (raw >= 0)
@@ -209,12 +234,15 @@ class PowerEPStream(Stream):
         add_products_lower_(self._Sd, a * g_d, a)
         gK = torch.linalg.solve_triangular(self.L.mT, ga, upper=True)
         self.kuf.grad_chunk(gacc, Xb, K, gK, g_d)
-        return (beta * (ca + 2.0 * self._gsy * y)).to(yb.dtype) if self.want_y else None
+        if not self.want_y:
+            return None
+        gy = beta * (ca + 2.0 * self._gsy * y)
+        return (gy.mT if yb.dim() == 2 else gy[0]).to(yb.dtype)
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
         M = self.M
         AA = self._AA.to(self.kuf.dtype)
-        ga_a = self._G[:, :M] @ AA[:M, :M] + torch.outer(self._gc, AA[M, :M])
+        ga_a = self._G[:, :M] @ AA[:M, :M] + self._gc @ AA[M:, :M]
         ga_a -= 2.0 * symmetric_from_lower(self._Sd)
         gL = -torch.linalg.solve_triangular(self.L.mT, ga_a, upper=True).tril()
         L, noise = self.inputs[-2], self.inputs[-1]

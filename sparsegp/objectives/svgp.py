@@ -44,8 +44,24 @@ def marginals(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor, q: Whitene
     return mean, var.clamp_min(1e-12)  # the likelihoods' expectations need var > 0
 
 
+def mix(mean: Tensor, var: Tensor, W: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The outputs f = W g of the linear model of coregionalisation (LMC) from the marginals of
+    L latent functions g that are independent under q: mean Wμ and variance (W ⊙ W)v per
+    point. Shapes: mean, var [B, L], W [P, L] -> [B, P] (W None: g itself)."""
+    if W is None:
+        return mean, var
+    W = W.to(mean.dtype)
+    return mean @ W.mT, var @ (W * W).mT
+
+
 def expected_log_likelihood(likelihood: Likelihood, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
-    """Σ_n E_q(f_n)[log p(y_n | f_n)] for means/variances [B, C]."""
+    """Σ_n E_q(f_n)[log p(y_n | f_n)] for means/variances [B, C]; targets y [B, P] of P
+    outputs (a likelihood of one latent function per output; NaN marks a missing output,
+    which contributes nothing)."""
+    if y.dim() == 2:
+        observed = ~torch.isnan(y)
+        ve = likelihood.variational_expectations(mean, var, torch.where(observed, y, 0.0))
+        return torch.where(observed, ve, 0.0).sum()
     if likelihood.num_latent == 1:
         return likelihood.variational_expectations(mean[:, 0], var[:, 0], y).sum()
     return likelihood.variational_expectations(mean, var, y).sum()
@@ -53,13 +69,16 @@ def expected_log_likelihood(likelihood: Likelihood, mean: Tensor, var: Tensor, y
 
 def elbo(kernel: Kernel, feature: object, likelihood: Likelihood, X: Tensor, y: Tensor,
          L: Tensor, q_mu: Tensor, q_sqrt: Tensor, whiten: bool, num_data: int,
-         chunk_size: int, prior_mean: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+         chunk_size: int, prior_mean: Callable[[Tensor], Tensor] | None = None,
+         mixing: Tensor | None = None) -> Tensor:
     """The ELBO estimate from the rows (X, y): data term × N/len(X) − KL. Shape: [].
-    With a `prior_mean` m, q(f_n) has mean m(x_n) + the conditional's (shared by all C)."""
+    With a `prior_mean` m, q(f_n) has mean m(x_n) + the conditional's (shared by all C).
+    With `mixing` W [P, C] the likelihood sees the P outputs W g of the C latent functions
+    (LMC, `mix`); y is then [N, P]."""
     q = conditionals.from_parameters(L, q_mu, q_sqrt, whiten)
     data = L.new_zeros(())
     for sl in chunk_slices(X.shape[0], chunk_size):
-        mean, var = marginals(kernel, feature, X[sl], L, q)
+        mean, var = mix(*marginals(kernel, feature, X[sl], L, q), mixing)
         if prior_mean is not None:
             mean = mean + prior_mean(X[sl]).to(mean.dtype)[:, None]
         data = data + expected_log_likelihood(likelihood, mean, var, y[sl])
