@@ -130,3 +130,34 @@ def from_precision(L_B: Tensor, e: Tensor) -> WhitenedGaussian:
     e [M] (mean [M, 1]) or [M, P] for P outputs sharing B (mean [M, P])."""
     mean = solve_lower_t(L_B, e)
     return WhitenedGaussian(mean[:, None] if mean.dim() == 1 else mean, L_B, precision=True)
+
+
+def coregional_conditional(q: WhitenedGaussian, W: Tensor, a: Tensor, kff: Tensor,
+                full_cov: bool = False, full_output_cov: bool = False) -> tuple[Tensor, Tensor]:
+    """q(f) of the P outputs f = W g of the linear model of coregionalisation, from q(v) of the
+    L·M whitened inducing variables of L latent functions sharing one kernel (block l of
+    q.mean holds g_l's; q.root is the precision root L_B of the collapsed bound,
+    `objectives/coregional.py`), at inputs whose whitened cross-covariances are a = L⁻¹Kuf
+    [M, B]; kff is diag Kff [B] (or Kff [B, B] with `full_cov`). With h_p = W_p ⊗ a and
+    U_p = L_B⁻¹h_p: mean h_pᵀm, cov(f_p, f_q) = W_p·W_q (k − aᵀa') + U_pᵀU_q.
+    Returns mean [B, P] and variances [B, P], covariances [P, B, B] (`full_cov`) or
+    [B, P, P] (`full_output_cov`)."""
+    M, B = a.shape
+    Lat = W.shape[1]
+    W = W.to(a.dtype)
+    m = q.mean[:, 0].reshape(Lat, M)
+    mean = (m @ a).mT @ W.mT  # [B, P]
+    H = torch.zeros(Lat, Lat * M, B, dtype=a.dtype, device=a.device)  # e_l ⊗ a
+    for l in range(Lat):
+        H[l, l * M:(l + 1) * M] = a
+    V = torch.linalg.solve_triangular(q.root, H.reshape(Lat, Lat * M, B), upper=False)
+    U = torch.einsum("pl,lib->pib", W, V)  # [P, LM, B]
+    ww = W @ W.mT  # [P, P]
+    if full_cov:
+        resid = kff - a.mT @ a
+        return mean, torch.diagonal(ww)[:, None, None] * resid + U.mT @ U
+    resid = (kff - (a * a).sum(0)).clamp_min(0.0)  # [B]
+    if full_output_cov:
+        return mean, ww * resid[:, None, None] + torch.einsum("pib,qib->bpq", U, U)
+    return mean, torch.diagonal(ww) * resid[:, None] + (U * U).sum(1).mT
+

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from . import covariances as cov
 from .chunking import auto_chunk_size, chunk_slices
-from .conditionals import WhitenedGaussian, fold, folded_conditional
+from .conditionals import WhitenedGaussian, coregional_conditional, fold, folded_conditional
 from .conditionals import projected as conditionals_projected
 from .covariances import cross_covariance
 from .kernels.base import Kernel
@@ -164,6 +164,52 @@ class SparsePosterior(Posterior):
         """The posterior whose `state()` was `saved` (the model's prior mean, if any)."""
         q = WhitenedGaussian(saved["q_mean"], saved["q_root"], bool(saved["q_precision"]))
         return cls(kernel, feature, saved["L"], q, saved["noise_variance"], saved["jitter"], mean)
+
+
+class CoregionalPosterior(Posterior):
+    """q(f*) of the P outputs f = W g of the linear model of coregionalisation with the
+    collapsed bound's optimal q(v) over the L·M inducing variables of the L latent functions
+    (`conditionals.coregional_conditional`). Predictions [N*, P]; covariances over the points
+    [P, N*, N*] (`full_cov`); `predict_output_cov` gives the [P, P] covariance at each point."""
+
+    def __init__(self, kernel: Kernel, feature: nn.Module, L: Tensor, q: WhitenedGaussian,
+                 mixing: Tensor, noise_variance: Tensor, jitter: float = 0.0) -> None:
+        self.mean = None
+        self.kernel = frozen_copy(kernel)
+        self.feature = frozen_copy(feature)
+        self.L = L.detach()
+        self.q = WhitenedGaussian(q.mean.detach(), q.root.detach(), True)
+        self.mixing = mixing.detach()
+        self.noise_variance = noise_variance.detach()
+        self.jitter = jitter
+
+    def _rows_per_chunk(self) -> int:
+        M, P, Lat = self.L.shape[0], *self.mixing.shape
+        return auto_chunk_size(M * Lat * (Lat + P) + M, self.L.element_size())
+
+    def _whitened(self, Xs: Tensor) -> Tensor:
+        return solve_lower(self.L, cov.Kuf(self.feature, self.kernel, Xs).to(self.L.dtype))
+
+    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+        kff = self.kernel.K(Xs) if full_cov else self.kernel.K_diag(Xs)
+        return coregional_conditional(self.q, self.mixing, self._whitened(Xs), kff, full_cov)
+
+    def predict_output_cov(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean [N*, P] and the covariance of the P outputs at each point [N*, P, P]."""
+        return coregional_conditional(self.q, self.mixing, self._whitened(Xs),
+                                      self.kernel.K_diag(Xs), full_output_cov=True)
+
+    def state(self) -> dict[str, Any]:
+        return {"L": self.L, "q_mean": self.q.mean, "q_root": self.q.root,
+                "mixing": self.mixing, "noise_variance": self.noise_variance,
+                "jitter": self.jitter}
+
+    @classmethod
+    def from_state(cls, kernel: Kernel, feature: nn.Module, saved: dict[str, Any]
+                   ) -> CoregionalPosterior:
+        q = WhitenedGaussian(saved["q_mean"], saved["q_root"], True)
+        return cls(kernel, feature, saved["L"], q, saved["mixing"], saved["noise_variance"],
+                   saved["jitter"])
 
 
 class ExactPosterior(Posterior):

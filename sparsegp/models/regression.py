@@ -222,11 +222,12 @@ class GPModel(Model):
         return diagnose(self, **kwargs)
 
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False, *,
-                noise_variance: Any = None, noise_groups: Any = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+                noise_variance: Any = None, noise_groups: Any = None,
+                full_output_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean [N*] and variance [N*] (or covariance [N*, N*]) at Xnew [N*, D];
-        with P outputs, [N*, P] and [N*, P] (or one covariance per output, [P, N*, N*]: the
-        outputs are independent, so the [P, P] covariance at a point is diagonal).
+        with P outputs, [N*, P] and [N*, P] (or one covariance per output, [P, N*, N*]), and
+        with `full_output_cov` the [P, P] covariance of the outputs at each point [N*, P, P]
+        (diagonal for independent outputs).
 
         Latent f* by default; `include_noise=True` gives the predictive of noisy y*. A model
         whose noise differs per point needs the noise of the new points then: their known
@@ -235,6 +236,8 @@ class GPModel(Model):
         """
         Xs = self._internal_inputs(Xnew)
         post = self.posterior()
+        if full_output_cov:
+            return self._predict_output_cov(Xs, full_cov, include_noise)
         with torch.no_grad():
             mean, var = post.predict_f(Xs, full_cov)
             if include_noise:
@@ -242,6 +245,29 @@ class GPModel(Model):
                 var = var + (torch.diag_embed(noise.expand(Xs.shape[0])) if full_cov else noise)
         s = self.y_scale
         return self._output(mean * s + self.y_shift, var * s * s)
+
+    def _predict_output_cov(self, Xs: Tensor, full_cov: bool, include_noise: bool
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean [N*, P] and the [P, P] covariance of the outputs at each point [N*, P, P]
+        (diagonal for independent outputs; W diag(·) Wᵀ plus the posterior's coupling for the
+        linear model of coregionalisation)."""
+        if full_cov:
+            raise ValueError("full_cov (over the points) and full_output_cov (over the outputs "
+                             "at each point) cannot both be asked for")
+        if self.num_outputs == 1:
+            raise ValueError("full_output_cov needs a model of several outputs, y [N, P]")
+        post = self.posterior()
+        with torch.no_grad():
+            if hasattr(post, "predict_output_cov"):
+                mean, cov = post.predict_output_cov(Xs)
+            else:
+                mean, var = post.predict_f(Xs)
+                cov = torch.diag_embed(var)
+            if include_noise:
+                cov = cov + self.value("noise_variance").detach() * torch.eye(
+                    cov.shape[-1], dtype=cov.dtype, device=cov.device)
+        s = self.y_scale
+        return self._output(mean * s + self.y_shift, cov * s * s)
 
     def _new_noise(self, n: int, noise_variance: Any, noise_groups: Any) -> Tensor:
         """σ² at n new points, internal units: the model's, or the given values or groups."""

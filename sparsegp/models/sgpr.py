@@ -19,14 +19,16 @@ from ..objectives.collapsed import (
     posterior_q,
     titsias_upper_bound,
 )
-from ..posteriors import SparsePosterior
+from ..objectives.coregional import lmc_objective, lmc_posterior_q, lmc_upper_bound
+from ..posteriors import CoregionalPosterior, Posterior, SparsePosterior
+from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
 from .regression import GPModel
 
 _COMPUTE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
 
 
-class SGPR(InducingMixin, GPModel):
+class SGPR(InducingMixin, CoregionalMixin, GPModel):
     """Sparse GP regression with M inducing variables, O(N M²) (Bui, Yan & Turner 2017).
 
     approximation: "vfe" (Titsias 2009, a lower bound on log p(y)), "fitc" (Snelson &
@@ -43,11 +45,15 @@ class SGPR(InducingMixin, GPModel):
     inducing variables and the noise variance (NaN marks a missing output: the objective is
     then the sum over outputs of each one's on the points where it is observed; `predict`
     returns [N*, P]; `standardize_y` removes each column's mean and divides all by one pooled
-    standard deviation; `diagnostics()` takes one output). When a torch.distributed process
-    group is initialised, X and y are this rank's shard: the objective, its gradient and the
-    posterior are those of all shards, every rank starts from rank 0's initial parameters,
-    and `fit` runs in lock-step. `chunk_size` rows of data are processed at a time (memory
-    O(chunk·M + M²), in the gradient too; default from a memory budget). `jitter` is relative
+    standard deviation; `diagnostics()` takes one output). `mixing=W` [P, L] (trainable) makes
+    the outputs f = W g of L latent functions sharing the kernel and the inducing inputs (the
+    linear model of coregionalisation, with the collapsed bound: "vfe" or "dtc";
+    `predict(..., full_output_cov=True)` gives the [P, P] covariance at each point). When a
+    torch.distributed process group is initialised, X and y are this rank's shard: the
+    objective, its gradient and the posterior are those of all shards, every rank starts from
+    rank 0's initial parameters, and `fit` runs in lock-step. `chunk_size` rows of data are
+    processed at a time (memory O(chunk·M + M²), in the gradient too; default from a memory
+    budget). `jitter` is relative
     to mean diag Kuu. `compute_dtype=torch.float32` (the default for float32 data) evaluates
     the N·M² work (kernel matrices, products, triangular solves) in float32, e.g. on a GPU,
     while the parameters and the M×M factorisations stay in float64; expect ~1e-6 relative
@@ -60,7 +66,7 @@ class SGPR(InducingMixin, GPModel):
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
         approximation: str = "vfe", alpha: Any = None, noise_variance: Any = None, *,
-        blocks: Any = None, noise_groups: Any = None, mean: Any = None,
+        blocks: Any = None, noise_groups: Any = None, mean: Any = None, mixing: Any = None,
         jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0,
         standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
@@ -68,7 +74,7 @@ class SGPR(InducingMixin, GPModel):
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          inducing_points=inducing_points, approximation=approximation,
                          alpha=alpha, noise_variance=noise_variance, noise_groups=noise_groups,
-                         blocks=blocks, mean=mean,
+                         blocks=blocks, mean=mean, mixing=mixing,
                          jitter=jitter,
                          chunk_size=chunk_size, compute_dtype=compute_dtype,
                          inducing_init=inducing_init, seed=seed, standardize_y=standardize_y)
@@ -76,7 +82,13 @@ class SGPR(InducingMixin, GPModel):
     def _configure(self, X: Tensor, *, inducing_points: Any, approximation: str,
                    alpha: Any, blocks: Any, chunk_size: int | None, compute_dtype: Any,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
-                   **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+                   mixing: Any = None, **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        if mixing is not None and (blocks is not None or str(approximation).lower() not in
+                                   ("vfe", "dtc")):
+            raise ValueError("mixing (the linear model of coregionalisation) has a collapsed "
+                             "bound for approximation='vfe' or 'dtc' without blocks; got "
+                             f"approximation={approximation!r}" + (" with blocks" if blocks
+                                                                   is not None else ""))
         fam, block_config, codes = (_block_family(approximation, alpha, blocks, X.shape[0])
                                     if blocks is not None
                                     else (family(approximation, alpha), None, None))
@@ -99,8 +111,23 @@ class SGPR(InducingMixin, GPModel):
                       else str(compute_dtype).replace("torch.", ""))
         return config, parts
 
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
+                         mixing: Any = None, **arguments: Any
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        targets, buffers, config = super()._prepare_targets(y, n, device, parts, **arguments)
+        if mixing is not None:
+            if targets.dim() != 2:
+                raise ValueError("mixing takes targets of several outputs, y [N, P]")
+            config["mixing"] = list(mixing_matrix(mixing, targets.shape[1]).shape)
+        return targets, buffers, config
+
+    def _initialise(self, *, mixing: Any = None, **arguments: Any) -> None:
+        super()._initialise(**arguments)
+        self._initialise_mixing(mixing)
+
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
+        self._declare_mixing(config.get("mixing"))
         blocks = config.get("blocks")
         if blocks is None:
             self._family, self._block_alpha = family(config["approximation"], config["alpha"]), None
@@ -157,20 +184,31 @@ class SGPR(InducingMixin, GPModel):
                                 self.prior_mean())
 
     def _objective(self) -> Tensor:
+        if self.mixing_matrix is not None:
+            return lmc_objective(self.collapsed_problem(), self.mixing_matrix)
         return collapsed_objective(self.collapsed_problem())
 
     def upper_bound(self) -> float:
         """Titsias (2014) upper bound on the exact log evidence at the current parameters."""
         with torch.no_grad():
-            U = titsias_upper_bound(self.collapsed_problem())
+            if self.mixing_matrix is not None:
+                U = lmc_upper_bound(self.collapsed_problem(), self.mixing_matrix)
+            else:
+                U = titsias_upper_bound(self.collapsed_problem())
         return float(U) + self._objective_offset()
 
-    def _build_posterior(self) -> SparsePosterior:
+    def _build_posterior(self) -> Posterior:
+        if self.mixing_matrix is not None:
+            L, q, used = lmc_posterior_q(self.collapsed_problem(), self.mixing_matrix)
+            return CoregionalPosterior(self.kernel, self.feature, L, q, self.mixing_matrix,
+                                       self.noise_rows(), used)
         L, q, used = posterior_q(self.collapsed_problem())
         return SparsePosterior(self.kernel, self.feature, L, q, self.noise_rows(), used,
                                self.prior_mean())
 
-    def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
+    def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
+        if "mixing" in saved:
+            return CoregionalPosterior.from_state(self.kernel, self.feature, saved)
         return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())
 
 

@@ -27,10 +27,11 @@ from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
 from ..validation import as_output_targets, as_tensor, check_finite
 from .base import Model
+from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
 
 
-class SVGP(InducingMixin, Model):
+class SVGP(InducingMixin, CoregionalMixin, Model):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
     Shapes: X [N, D], y [N]; or y [N, P] for P outputs with a Gaussian likelihood (its
@@ -93,7 +94,7 @@ class SVGP(InducingMixin, Model):
                          mixing: Any = None, num_latent: int | None = None, mean: Any = None,
                          **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         t = as_tensor(y, "y", device=device)
-        W = None if mixing is None else _mixing_matrix(mixing)
+        W = None if mixing is None else mixing_matrix(mixing)
         if (t.dim() == 2 and t.shape[1] > 1) or W is not None:
             return _output_targets(t, n, parts["likelihood"], W, num_latent, mean)
         if t.dim() == 2 and t.shape[1] == 1:
@@ -114,14 +115,10 @@ class SVGP(InducingMixin, Model):
         M, C = self.feature.num_inducing, int(config["num_latent"])
         self.q_mu = nn.Parameter(torch.zeros(M, C, dtype=PARAMETER_DTYPE))
         self.q_sqrt = nn.Parameter(torch.eye(M, dtype=PARAMETER_DTYPE).expand(C, M, M).clone())
-        shape = config.get("mixing")  # [P, L] of the LMC, or None
-        self.mixing_matrix = (None if shape is None
-                              else nn.Parameter(torch.zeros(*shape, dtype=PARAMETER_DTYPE)))
+        self._declare_mixing(config.get("mixing"))  # W [P, L] of the LMC, or None
 
     def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
-        if mixing is not None:
-            with torch.no_grad():
-                self.mixing_matrix.copy_(_mixing_matrix(mixing))
+        self._initialise_mixing(mixing)
         if self.y.dim() == 2:  # several outputs: no prior mean (refused), y may hold NaN
             latent = None
         else:
@@ -153,12 +150,6 @@ class SVGP(InducingMixin, Model):
     @property
     def num_latent(self) -> int:
         return self.q_mu.shape[1]
-
-    @property
-    def mixing(self) -> np.ndarray | None:
-        """The LMC's mixing matrix W [P, L] (numpy), or None for independent outputs."""
-        W = self.mixing_matrix
-        return None if W is None else W.detach().cpu().numpy().copy()
 
     @property
     def num_outputs(self) -> int:
@@ -368,19 +359,6 @@ class _CollapsedBound:
         return self.model.summary()
 
 
-def _mixing_matrix(mixing: Any) -> Tensor:
-    """The LMC's mixing matrix W [P, L] from an array (finite; any L ≥ 1)."""
-    try:
-        W = torch.as_tensor(np.asarray(mixing, dtype=np.float64), dtype=PARAMETER_DTYPE)
-    except (TypeError, ValueError):
-        raise TypeError(f"mixing must be an array [P, L] of numbers; got {type(mixing).__name__}"
-                        ) from None
-    if W.dim() != 2 or 0 in W.shape or not bool(torch.isfinite(W).all()):
-        raise ValueError(f"mixing must be a finite matrix [P outputs, L latent functions]; got "
-                         f"shape {tuple(W.shape)}")
-    return W
-
-
 def _checked_outputs(t: Tensor, n: int, P: int, name: str) -> Tensor:
     """Targets [n, P] of P outputs with NaN marking a missing one (±inf refused)."""
     if t.dim() != 2 or tuple(t.shape) != (n, P):
@@ -409,10 +387,7 @@ def _output_targets(t: Tensor, n: int, likelihood: Likelihood, W: Tensor | None,
     if noise.dim() > 1 or (noise.dim() == 1 and noise.shape[0] != P):
         raise ValueError(f"the Gaussian likelihood's variance must be one number or one per "
                          f"output ({P}); got shape {tuple(noise.shape)}")
-    C = P if W is None else W.shape[1]
-    if W is not None and W.shape[0] != P:
-        raise ValueError(f"mixing must have one row per output column of y ({P}); got "
-                         f"shape {tuple(W.shape)}")
+    C = P if W is None else mixing_matrix(W, P).shape[1]
     if num_latent is not None and int(num_latent) != C:
         raise ValueError(f"num_latent must be {C} here (" + ("the columns of mixing" if W is not None
                          else "one latent function per output") + f"); got {num_latent}")

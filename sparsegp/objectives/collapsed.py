@@ -274,9 +274,11 @@ def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
                for _, part in output_parts(vp))
 
 
-def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor) -> Tensor:
-    """The Titsias (2014) bound of `titsias_upper_bound` from the VFE statistics of `p`."""
-    t = vfe.s_d.clamp_min(0.0)
+def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor,
+                                t: Tensor | None = None) -> Tensor:
+    """The Titsias (2014) bound of `titsias_upper_bound` from the VFE statistics of `p`; `t`
+    bounds the largest eigenvalue of Kff − Qff (default: its trace, Σ d_n)."""
+    t = vfe.s_d.clamp_min(0.0) if t is None else t
     if p.noise.dim() == 0:  # the same projections, weights 1/(t + σ²) for the quadratic term
         shrink = p.noise / (t + p.noise)
         widened = vfe._replace(A=vfe.A * shrink, c=vfe.c * shrink, s_y=vfe.s_y * shrink)
