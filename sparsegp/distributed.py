@@ -8,6 +8,7 @@ Shapes: `all_reduce_` and `broadcast_` take a list of tensors of any shapes (cha
 `column_mean_std(T [N, ...])` -> mean, std [...] over all ranks' rows.
 
 Example:
+
     >>> import torch, sparsegp as sg
     >>> sg.distributed.is_distributed()  # no process group: every helper is local
     False
@@ -33,6 +34,7 @@ class DistributedError(RuntimeError):
     Shapes: none (a `RuntimeError` subclass); the message names the rank and what was reduced.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> issubclass(sg.DistributedError, RuntimeError)
         True

@@ -23,6 +23,7 @@ class CholeskyError(RuntimeError):
     by any model whose Kuu or K + σ²I cannot be factorised); the message names likely causes.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> from sparsegp.linalg import jittered_cholesky
         >>> issubclass(sg.CholeskyError, RuntimeError)
@@ -42,6 +43,7 @@ class JitterWarning(UserWarning):
     Usually a sign of nearly coincident inducing inputs or a very long lengthscale.
 
     Example:
+
         >>> import warnings, torch, sparsegp as sg
         >>> from sparsegp.linalg import jittered_cholesky
         >>> A = torch.ones(3, 3, dtype=torch.float64)  # singular

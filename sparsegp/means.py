@@ -11,6 +11,7 @@ Shapes: X [N, D] -> m(X) [N] (torch tensors); a model's `mean=` takes a `Mean`, 
 name ('zero', 'constant', 'linear').
 
 Example:
+
     >>> import numpy as np, sparsegp as sg
     >>> X, y = sg.datasets.snelson()
     >>> m = sg.GPR(X[::4], y[::4] + 10.0, mean="constant")
@@ -42,6 +43,7 @@ class Mean(Registered, Parameterised, ABC):
     `m1 + m2` is their `Sum`.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> class Slope(sg.means.Mean):
         ...     # m(x) = a·x₀, the first input column only
@@ -92,6 +94,7 @@ class Zero(Mean):
     Shapes: X [N, D] -> zeros [N]. No parameters; `mean=None` in a model means this.
 
     Example:
+
         >>> import numpy as np, torch, sparsegp as sg
         >>> sg.means.Zero()(torch.ones(3, 2)).tolist()
         [0.0, 0.0, 0.0]
@@ -110,6 +113,7 @@ class Constant(Mean):
     Shapes: constant [] (trainable, `model.mean.constant`); X [N, D] -> m(X) [N].
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> c = sg.means.Constant(2.5)
         >>> c(torch.zeros(3, 1, dtype=torch.float64)).tolist()
@@ -146,6 +150,7 @@ class Linear(Mean):
     Shapes: weights [D], bias [] (both trainable); X [N, D] -> m(X) [N].
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> lin = sg.means.Linear(weights=[1.0, 2.0], bias=0.5)
         >>> lin(torch.ones(2, 2, dtype=torch.float64)).tolist()
@@ -189,6 +194,7 @@ class Sum(Mean):
     initialises them in order, each from what the ones before it left of y.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> s = sg.means.Constant(1.0) + sg.means.Linear(weights=[2.0])
         >>> type(s).__name__, len(s.means)
@@ -227,6 +233,7 @@ def as_mean(mean: Any) -> Mean:
     Shapes: none (an argument in, a `Mean` out); anything else raises a TypeError.
 
     Example:
+
         >>> import sparsegp as sg
         >>> type(sg.means.as_mean(None)).__name__, type(sg.means.as_mean("Linear")).__name__
         ('Zero', 'Linear')

@@ -21,6 +21,7 @@ def cluster_blocks(X: Any, num_blocks: int, seed: int = 0) -> np.ndarray:
     Shapes: X [N, D] -> labels [N] (integers 0..B'−1, B' ≤ num_blocks).
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> labels = sg.cluster_blocks(X, 5)

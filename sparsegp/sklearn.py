@@ -113,10 +113,11 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     Fitted attributes: `model_` (the sparsegp model), `n_features_in_`,
     `feature_names_in_` (for a DataFrame), `log_marginal_likelihood_value_` (the objective:
     bound, PEP energy or exact log evidence), `n_iter_` and `fit_warnings_`.
-    Shapes: X [N, D], y [N] -> `predict(X* [N*, D])` mean [N*] (with `return_std` also the
-    standard deviation [N*], with `return_cov` the covariance [N*, N*]).
+    Shapes: X [N, D], y [N] -> `predict(X* [N*, D])` mean `[N*]` (with `return_std` also the
+    standard deviation `[N*]`, with `return_cov` the covariance `[N*, N*]`).
 
     Example:
+
         >>> import sparsegp as sg
         >>> from sparsegp.sklearn import SparseGPRegressor
         >>> from sklearn.model_selection import cross_val_score
@@ -207,9 +208,10 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     Fitted attributes: `model_`, `classes_`, `n_features_in_`, `feature_names_in_` (for a
     DataFrame), `log_marginal_likelihood_value_` (PEP energy or ELBO), `n_iter_`,
     `fit_warnings_`.
-    Shapes: X [N, D], y [N] -> `predict_proba(X* [N*, D])` [N*, C], `predict` labels [N*].
+    Shapes: X [N, D], y [N] -> `predict_proba(X* [N*, D])` `[N*, C]`, `predict` labels `[N*]`.
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> from sparsegp.sklearn import SparseGPClassifier
         >>> X, y = sg.datasets.snelson()

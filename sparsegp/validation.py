@@ -247,6 +247,7 @@ class ScaleWarning(UserWarning):
     y [N] whose spread is far from 1). `standardize_X=True` / `standardize_y=True` fix it.
 
     Example:
+
         >>> import warnings, sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> with warnings.catch_warnings(record=True) as caught:

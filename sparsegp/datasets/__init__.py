@@ -1,8 +1,9 @@
 """Data sets shipped with the package.
 
-Shapes: `snelson()` -> X [200, 1], y [200]; `snelson_test_inputs()` -> X* [301, 1] (float64).
+Shapes: `snelson()` -> X [200, 1], y [200]; `snelson_test_inputs()` -> `X*` [301, 1] (float64).
 
 Example:
+
     >>> import sparsegp as sg
     >>> X, y = sg.datasets.snelson()
     >>> X.shape, y.shape, X.dtype

@@ -9,6 +9,7 @@ Shapes: `diagnose(model)` of a GPR/SGPR on X [N, D], y [N] -> a `Diagnostics` re
 `inducing_gain(model, candidates [C, D])` -> an `InducingGain` with one gain per candidate [C].
 
 Example:
+
     >>> import sparsegp as sg
     >>> X, y = sg.datasets.snelson()
     >>> m = sg.SGPR(X, y, inducing_points=10)

@@ -45,6 +45,7 @@ class ApproximationWarning(UserWarning):
     it, "error" to stop at it; `model.diagnostics()` gives the full report.
 
     Example:
+
         >>> import warnings, sparsegp as sg
         >>> issubclass(sg.ApproximationWarning, UserWarning)
         True
@@ -78,6 +79,7 @@ class Diagnostics:
     indices into the M inducing variables, `warnings` a list of strings; `str(rep)` is a table.
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> rep = sg.SGPR(X, y, inducing_points=10).diagnostics()

@@ -6,6 +6,7 @@ kernel)` [M, M] and `covariances.Kuf(feature, kernel, X)` [M, N]. Pass one to a 
 as `inducing_points=` (in the units of X).
 
 Example:
+
     >>> import numpy as np, sparsegp as sg
     >>> X, y = sg.datasets.snelson()
     >>> feature = sg.features.Multiscale(np.linspace(0, 6, 8)[:, None], scales=0.3)

@@ -39,6 +39,7 @@ class InducingFeature(Registered, Parameterised, ABC):
     subclasses this protocol and registers its covariances with `covariances.register`.
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> from sparsegp import covariances
         >>> X = np.linspace(0, 1, 20)[:, None]

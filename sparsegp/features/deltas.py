@@ -21,6 +21,7 @@ class SumOfDeltas(InducingFeature):
     Shapes: Kuu [M, M], Kuf [M, N] for X [N, D]; `locations()` [M, D] (weighted centroids).
 
     Example:
+
         >>> import numpy as np, torch, sparsegp as sg
         >>> from sparsegp import covariances
         >>> X, y = sg.datasets.snelson()

@@ -36,6 +36,7 @@ class Fourier(InducingFeature):
     Kuu [M, M], Kuf [M, N] for X [N, D].
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> from sparsegp import covariances
         >>> fif = sg.features.Fourier(frequencies=np.arange(5.0)[:, None], widths=2.0)

@@ -19,6 +19,7 @@ class InducingPoints(PointSet):
     pass an `InducingPoints` to share or prepare one (`from_data`).
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> Z = sg.features.InducingPoints(np.linspace(0, 6, 8)[:, None])
         >>> Z.num_inducing, Z.input_dim, tuple(Z.Z.shape)

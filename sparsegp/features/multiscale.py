@@ -25,6 +25,7 @@ class Multiscale(InducingFeature):
     `covariances/multiscale.py`.
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> from sparsegp import covariances
         >>> f = sg.features.Multiscale(np.linspace(0, 6, 8)[:, None], scales=0.3)

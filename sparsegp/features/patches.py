@@ -24,6 +24,7 @@ class InducingPatches(PointSet):
     convolutional kernel and `inducing_points=M` cuts M patches out of its images itself.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> from sparsegp import covariances
         >>> k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(4, 4),
@@ -73,6 +74,7 @@ class MultiChannelPatches(InducingPatches):
     Shapes: Z [M, h·w], images X [N, H·W·C] -> Kuu [C·M, C·M], Kuf [C·M, N].
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> from sparsegp import covariances
         >>> k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(4, 4),

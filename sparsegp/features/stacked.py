@@ -23,6 +23,7 @@ class Stacked(InducingFeature):
     Shapes: Kuu [M, M] (block diagonal), Kuf [M, N] for X [N, D].
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> from sparsegp import covariances
         >>> f = sg.features.Stacked([sg.features.InducingPoints(np.zeros((3, 1))),

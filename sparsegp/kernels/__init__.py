@@ -4,6 +4,7 @@ Shapes: X [N, D], X2 [N2, D] (torch tensors) -> K(X, X2) [N, N2], K_diag(X) [N].
 hyperparameters (None) are given data-based starting values by the model that owns the kernel.
 
 Example:
+
     >>> import torch, sparsegp as sg
     >>> k = sg.kernels.SquaredExponential(lengthscale=0.5) + sg.kernels.Linear(variance=0.1)
     >>> X = torch.linspace(0, 1, 5, dtype=torch.float64)[:, None]

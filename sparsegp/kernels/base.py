@@ -25,6 +25,7 @@ class Kernel(Registered, Parameterised, ABC):
     floor)` and read with `value(name)`; `k1 + k2` and `k1 * k2` give `Sum` and `Product`.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> class Cosine(sg.kernels.Kernel):
         ...     # σ² cos(ω (x − x')) for 1-D inputs
@@ -109,6 +110,7 @@ def kernel_from_config(cfg: dict[str, Any]) -> Kernel:
     config are rebuilt, the exact parameter values then come from `load_state_dict`.
 
     Example:
+
         >>> import sparsegp as sg
         >>> k = sg.kernels.Matern32(lengthscale=2.0) * sg.kernels.Periodic(period=0.5)
         >>> cfg = k.config()
@@ -168,6 +170,7 @@ class Sum(Combination):
     equally among the parts.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.SquaredExponential(variance=1.0) + sg.kernels.Constant(variance=0.5)
         >>> isinstance(k, sg.kernels.Sum), len(k.kernels)
@@ -195,6 +198,7 @@ class Product(Combination):
     products are flattened into one list `kernels`.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.Linear(variance=2.0) * sg.kernels.Constant(variance=3.0)
         >>> type(k).__name__, len(k.kernels)

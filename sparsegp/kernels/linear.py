@@ -33,6 +33,7 @@ class Linear(_VarianceOnly):
     Bayesian linear regression through the origin (add `Constant` for an intercept).
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.Linear(variance=[1.0, 0.5])
         >>> X = torch.tensor([[1.0, 2.0], [3.0, 0.0]], dtype=torch.float64)
@@ -68,6 +69,7 @@ class Constant(_VarianceOnly):
     Shapes: variance []; X [N, D], X2 [N2, D] -> K [N, N2] (every entry σ²), K_diag [N].
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> c = sg.kernels.Constant(variance=0.25)
         >>> X = torch.zeros(4, 3, dtype=torch.float64)

@@ -23,6 +23,7 @@ class Periodic(Stationary):
     A model starts only an unset variance from the data; an unset lengthscale and period stay 1.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.Periodic(lengthscale=1.0, variance=1.0, period=0.5)
         >>> X = torch.tensor([[0.0], [0.5], [0.25]], dtype=torch.float64)

@@ -67,6 +67,7 @@ class Stationary(Kernel):
     from its data (`ard=True` then gives one lengthscale per input column).
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.Matern52(lengthscale=[1.0, 2.0], variance=0.5)
         >>> isinstance(k, sg.kernels.Stationary), k.ard, k.lengthscale.round(6).tolist()
@@ -141,6 +142,7 @@ class RadialKernel(Stationary):
     kernels are radial kernels; KISS-GP and the spectral models require one).
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> class Cauchy(sg.kernels.RadialKernel):
         ...     def profile(self, r2):
@@ -167,6 +169,7 @@ class SquaredExponential(RadialKernel):
     K_diag [N]. `sparsegp.kernels.RBF` is another name for this class.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.SquaredExponential(lengthscale=0.5, variance=2.0)
         >>> X = torch.tensor([[0.0], [0.5]], dtype=torch.float64)
@@ -193,6 +196,7 @@ class Matern12(RadialKernel):
     Its sample paths are continuous but nowhere differentiable.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.Matern12(lengthscale=1.0, variance=1.0)
         >>> X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
@@ -211,6 +215,7 @@ class Matern32(RadialKernel):
     Once-differentiable sample paths.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.Matern32(lengthscale=1.0, variance=1.0)
         >>> X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
@@ -230,6 +235,7 @@ class Matern52(RadialKernel):
     Twice-differentiable sample paths.
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> k = sg.kernels.Matern52(lengthscale=2.0, variance=1.0)
         >>> X = torch.tensor([[0.0], [2.0]], dtype=torch.float64)

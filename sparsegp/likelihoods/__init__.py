@@ -9,6 +9,7 @@ Shapes: f, mean, var [..., N] (or [..., N, C] for C latent functions), y [N] -> 
 and expectations [..., N]. Pass one to `SVGP` (any of them) or `SGPC` (one latent function).
 
 Example:
+
     >>> import numpy as np, sparsegp as sg
     >>> X = np.linspace(0, 1, 30)[:, None]
     >>> counts = np.round(3 * X[:, 0] ** 2 + 1)

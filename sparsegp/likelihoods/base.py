@@ -32,6 +32,7 @@ class Likelihood(Registered, Parameterised, ABC):
     `tilted_moments`) default to Gauss–Hermite quadrature on `log_prob`.
 
     Example:
+
         >>> import math, torch, sparsegp as sg
         >>> class Laplace(sg.likelihoods.Likelihood):
         ...     # p(y | f) = exp(−|y − f|)/2: robust regression
@@ -137,6 +138,7 @@ def likelihood_from_config(cfg: dict[str, Any]) -> Likelihood:
     Shapes: none (a plain dict in, a likelihood out).
 
     Example:
+
         >>> import sparsegp as sg
         >>> lik = sg.likelihoods.Bernoulli(link="logit")
         >>> lik.config()

@@ -23,6 +23,7 @@ class Bernoulli(Likelihood):
     Gauss–Hermite quadrature with `quadrature_points` nodes.
 
     Example:
+
         >>> import numpy as np, torch, sparsegp as sg
         >>> lik = sg.likelihoods.Bernoulli()  # probit
         >>> lik.check_targets(torch.tensor([-1.0, 1.0, 1.0])).tolist()

@@ -26,6 +26,7 @@ class Gaussian(Likelihood):
     (`quadrature_points` only matters for the base-class defaults, used in tests).
 
     Example:
+
         >>> import torch, sparsegp as sg
         >>> lik = sg.likelihoods.Gaussian(variance=0.1)
         >>> round(lik.variance, 6)

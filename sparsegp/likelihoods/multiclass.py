@@ -56,6 +56,7 @@ class MultiClass(Likelihood):
     Power EP (`tilted_moments`) needs a likelihood of one latent function and is refused.
 
     Example:
+
         >>> import numpy as np, torch, sparsegp as sg
         >>> lik = sg.likelihoods.MultiClass(3, link="robustmax")
         >>> lik.num_latent

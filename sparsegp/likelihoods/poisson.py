@@ -27,6 +27,7 @@ class Poisson(Likelihood):
     2e-2 for v = 1 and 0.3 for v = 4.
 
     Example:
+
         >>> import numpy as np, torch, sparsegp as sg
         >>> lik = sg.likelihoods.Poisson()
         >>> mean, var = torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)

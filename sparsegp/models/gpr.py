@@ -20,10 +20,11 @@ class GPR(GPModel):
     unset hyperparameters start from the data (lengthscales from the input spread, signal
     variance var(y), noise var(y)/10). `jitter` (relative to the mean diagonal of K + σ²I)
     is 0 by default: the noise keeps the matrix positive definite.
-    Shapes: `predict(Xnew [N*, D])` -> mean [N*], var [N*] (numpy; `full_cov=True`: the
-    covariance [N*, N*]).
+    Shapes: `predict(Xnew [N*, D])` -> mean `[N*]`, var `[N*]` (numpy; `full_cov=True`: the
+    covariance `[N*, N*]`).
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> m = sg.GPR(X[::4], y[::4])

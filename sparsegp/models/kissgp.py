@@ -44,9 +44,10 @@ class KISSGP(GPModel):
     per step, an unbiased gradient). Predictions: mean by CG, variances by `lanczos_rank`
     Lanczos steps (LOVE; exact for a rank ≥ N, conservative below). Inputs beyond the grid
     (the training inputs' range and 10% of it on each side) are refused.
-    Shapes: X [N, D], y [N]; `predict(Xnew [N*, D])` -> mean, var [N*] (numpy).
+    Shapes: X [N, D], y [N]; `predict(Xnew [N*, D])` -> mean, var `[N*]` (numpy).
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> m = sg.KISSGP(X, y, grid_size=64)

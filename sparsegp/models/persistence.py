@@ -84,6 +84,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
     always keeps them.
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> m = sg.SGPR(X, y, inducing_points=10)

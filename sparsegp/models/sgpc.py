@@ -37,10 +37,11 @@ class SGPC(InducingMixin, Model):
     with `schedule="stochastic"` updates minibatches of sites and takes Adam steps on the
     minibatch energy scaled by N/|batch|. Updates that would make a site precision negative
     (or whose cavity is invalid) are skipped and counted in `fit().info`.
-    Shapes: X [N, D], y [N] -> `predict_proba(Xnew [N*, D])` P(y* = 1) [N*], `predict` labels
-    [N*] (numpy, in the training labels' convention).
+    Shapes: X [N, D], y [N] -> `predict_proba(Xnew [N*, D])` P(`y*` = 1) `[N*]`, `predict` labels
+    `[N*]` (numpy, in the training labels' convention).
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> labels = (y[::4] > 0).astype(int)

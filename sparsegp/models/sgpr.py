@@ -52,9 +52,10 @@ class SGPR(InducingMixin, GPModel):
     the N·M² work (kernel matrices, products, triangular solves) in float32, e.g. on a GPU,
     while the parameters and the M×M factorisations stay in float64; expect ~1e-6 relative
     accuracy, and worse for FITC/PEP when Kuu is ill-conditioned.
-    Shapes: `predict(Xnew [N*, D])` -> mean, var [N*] (numpy); `inducing_points` [M, D].
+    Shapes: `predict(Xnew [N*, D])` -> mean, var `[N*]` (numpy); `inducing_points` [M, D].
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> m = sg.SGPR(X, y, inducing_points=10)  # VFE

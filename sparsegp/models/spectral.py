@@ -91,9 +91,10 @@ class RFF(GPModel):
     density (SE, Matérn 1/2, 3/2, 5/2) with `seed`, fixed; the kernel's hyperparameters and the
     noise are fitted on the evidence of Bayesian linear regression in the 2R features.
     Shapes: X [N, D], y [N]. Predictions have the model's own (parametric) error bars.
-    `predict(Xnew [N*, D])` -> mean, var [N*]; `frequencies` ω [R, D].
+    `predict(Xnew [N*, D])` -> mean, var `[N*]`; `frequencies` ω [R, D].
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> m = sg.RFF(X, y, num_features=20, seed=0)
@@ -222,9 +223,10 @@ class SSGP(RFF):
     longer enter φ). Prone to over-fitting as R grows relative to N: compare held-out
     predictions, or several seeds (diverging predictions across restarts are the symptom).
     Shapes: X [N, D], y [N]; `frequencies` ω [R, D] (trainable); `predict(Xnew [N*, D])` ->
-    mean, var [N*].
+    mean, var `[N*]`.
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> m = sg.SSGP(X, y, num_features=10, seed=0)

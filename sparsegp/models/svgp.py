@@ -52,9 +52,10 @@ class SVGP(InducingMixin, Model):
     block diagonal, q(u) = Π_i q(u_i) (the Cholesky factor is masked to its diagonal blocks),
     trained by Adam (natural gradients are taken for a full covariance only).
     Shapes: q_mu [M, L], q_sqrt [L, M, M] for L latent functions; `predict_y(Xnew [N*, D])`
-    -> mean, var [N*] (or [N*, P]); `predict_proba` [N*] or [N*, C].
+    -> mean, var `[N*]` (or `[N*, P]`); `predict_proba` `[N*]` or `[N*, C]`.
 
     Example:
+
         >>> import numpy as np, sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> m = sg.SVGP(X, y, inducing_points=10)  # Gaussian likelihood

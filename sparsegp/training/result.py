@@ -19,6 +19,7 @@ class FitResult:
     iteration), `info` a dict of model-specific counts.
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> result = sg.SGPR(X, y, inducing_points=10).fit(maxiter=5)

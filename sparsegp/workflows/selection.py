@@ -75,6 +75,7 @@ def select_inducing(
     one entry per step, `curve.gap` [steps].
 
     Example:
+
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
         >>> model, curve = sg.select_inducing(X, y, max_inducing=15, maxiter=5)
