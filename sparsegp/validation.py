@@ -244,7 +244,8 @@ class ScaleWarning(UserWarning):
     """The data are on a scale the model fits badly without standardisation.
 
     Shapes: none (a `UserWarning` subclass, given when a model is built from X [N, D] or
-    y [N] whose spread is far from 1). `standardize_X=True` / `standardize_y=True` fix it.
+    y [N] whose spread is far from 1 or whose offset is many spreads from 0; the message says
+    which). `standardize_X=True` / `standardize_y=True` (or `mean="constant"`) fix it.
 
     Example:
 

@@ -139,7 +139,7 @@ class RadialKernel(Stationary):
 
     Shapes: X [N, D], X2 [N2, D] -> K [N, N2]; `profile(r2)` maps r² [...] to ρ [...] with
     ρ(0) = 1. A subclass implements `profile` only (the squared exponential and the Matérn
-    kernels are radial kernels; KISS-GP and the spectral models require one).
+    kernels are radial kernels; `KISSGP` requires one).
 
     Example:
 

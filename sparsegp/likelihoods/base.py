@@ -29,7 +29,8 @@ class Likelihood(Registered, Parameterised, ABC):
 
     Shapes: f, mean, var [..., N] (multi-latent: [..., N, C]), y [N] -> [..., N]. The Gaussian
     expectations (`variational_expectations`, `predict_log_density`, `predict_mean_and_var`,
-    `tilted_moments`) default to Gauss–Hermite quadrature on `log_prob`.
+    `tilted_moments`) default to Gauss–Hermite quadrature of `log_prob` (of the conditional
+    moments for `predict_mean_and_var`).
 
     Example:
 

@@ -81,7 +81,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
 
     Shapes: none (a path in, a model out). A sparse model is saved without its training data
     by default (`save(path, include_data=True)` keeps them, for further fitting); the exact GP
-    always keeps them.
+    and the latent-input models keep them by default.
 
     Example:
 
