@@ -3,6 +3,19 @@
 Nothing here does anything unless a process group is initialised with more than one rank.
 A failed collective (a peer process died, the group timed out) becomes a `DistributedError`
 that says which rank saw it and what was being reduced, instead of a hang or a bare trace.
+
+Shapes: `all_reduce_` and `broadcast_` take a list of tensors of any shapes (changed in place);
+`column_mean_std(T [N, ...])` -> mean, std [...] over all ranks' rows.
+
+Example:
+
+    >>> import torch, sparsegp as sg
+    >>> sg.distributed.is_distributed()  # no process group: every helper is local
+    False
+    >>> t = torch.tensor([1.0, 2.0])
+    >>> sg.distributed.all_reduce_([t], "a demo")
+    >>> t.tolist(), sg.distributed.global_sum(3.0, t)
+    ([1.0, 2.0], 3.0)
 """
 
 from __future__ import annotations
@@ -18,6 +31,22 @@ class DistributedError(RuntimeError):
 
     The process group is unusable afterwards: call `torch.distributed.destroy_process_group()`
     before exiting (with gloo, exiting with the group alive can abort the process).
+    Shapes: none (a `RuntimeError` subclass); the message names the rank and what was reduced.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> issubclass(sg.DistributedError, RuntimeError)
+        True
+        >>> def fit_shard(model, **options):
+        ...     try:
+        ...         return model.fit(**options)
+        ...     except sg.DistributedError:
+        ...         torch.distributed.destroy_process_group()
+        ...         raise
+        >>> X, y = sg.datasets.snelson()
+        >>> fit_shard(sg.SGPR(X, y, inducing_points=10), maxiter=5).iterations  # one process
+        5
     """
 
 

@@ -17,11 +17,45 @@ LOG_2PI = math.log(2.0 * math.pi)
 
 
 class CholeskyError(RuntimeError):
-    """A matrix could not be factorised even after jitter escalation."""
+    """A matrix could not be factorised even after jitter escalation.
+
+    Shapes: none (a `RuntimeError` subclass, raised by `jittered_cholesky` for A [M, M] and so
+    by any model whose Kuu or K + σ²I cannot be factorised); the message names likely causes.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> from sparsegp.linalg import jittered_cholesky
+        >>> issubclass(sg.CholeskyError, RuntimeError)
+        True
+        >>> try:
+        ...     jittered_cholesky(-torch.eye(2, dtype=torch.float64))  # not positive definite
+        ... except sg.CholeskyError as err:
+        ...     print("not positive definite" in str(err))
+        True
+    """
 
 
 class JitterWarning(UserWarning):
-    """A Cholesky succeeded only after adding more jitter than asked for."""
+    """A Cholesky succeeded only after adding more jitter than asked for.
+
+    Shapes: none (a `UserWarning` subclass; the message gives the jitter added to A [M, M]).
+    Usually a sign of nearly coincident inducing inputs or a very long lengthscale.
+
+    Example:
+
+        >>> import warnings, torch, sparsegp as sg
+        >>> from sparsegp.linalg import jittered_cholesky
+        >>> A = torch.ones(3, 3, dtype=torch.float64)  # singular
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always", sg.JitterWarning)
+        ...     L, used = jittered_cholesky(A, jitter=0.0)
+        >>> [w.category.__name__ for w in caught], used > 0.0
+        (['JitterWarning'], True)
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", sg.JitterWarning)  # silence it instead
+        ...     L, used = jittered_cholesky(A, jitter=0.0)
+    """
 
 
 def jittered_cholesky(

@@ -6,6 +6,17 @@ predictions. Parameters are trainable like a kernel's: `model.mean.constant`,
 `model.freeze("mean.constant")`. Unset values start from the data (`initialise_from_data`:
 the constant at the mean of y, the linear weights at zero). Registered by class name, so a
 saved model rebuilds its mean.
+
+Shapes: X [N, D] -> m(X) [N] (torch tensors); a model's `mean=` takes a `Mean`, None or a
+name ('zero', 'constant', 'linear').
+
+Example:
+
+    >>> import numpy as np, sparsegp as sg
+    >>> X, y = sg.datasets.snelson()
+    >>> m = sg.GPR(X[::4], y[::4] + 10.0, mean="constant")
+    >>> type(m.mean).__name__, bool(abs(m.mean.constant.item() - np.mean(y[::4] + 10.0)) < 1e-9)
+    ('Constant', True)
 """
 
 from __future__ import annotations
@@ -21,9 +32,33 @@ from .config import PARAMETER_DTYPE
 from .parameters import Parameterised, as_user_value
 from .registry import Registered, Registry
 
+__all__ = ["Mean", "Zero", "Constant", "Linear", "Sum", "as_mean"]
+
 
 class Mean(Registered, Parameterised, ABC):
-    """A mean function. Shapes: X [N, D] -> m(X) [N]."""
+    """A mean function. Shapes: X [N, D] -> m(X) [N].
+
+    A subclass implements `forward(X)` and declares its parameters with `_add_free` (or
+    `_add_positive`); `initialise_from_data` may give unset ones data-based starting values.
+    `m1 + m2` is their `Sum`.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> class Slope(sg.means.Mean):
+        ...     # m(x) = a·x₀, the first input column only
+        ...     def __init__(self, a=1.0):
+        ...         super().__init__()
+        ...         self._add_free("a", torch.tensor(float(a), dtype=torch.float64))
+        ...     def forward(self, X):
+        ...         return self.a.to(X.dtype) * X[:, 0]
+        >>> mean = Slope(2.0) + sg.means.Constant(1.0)
+        >>> isinstance(mean, sg.means.Mean), type(mean).__name__
+        (True, 'Sum')
+        >>> X = torch.tensor([[0.0, 5.0], [1.0, 5.0]], dtype=torch.float64)
+        >>> [round(v, 6) for v in mean(X).tolist()]
+        [1.0, 3.0]
+    """
 
     registry = Registry("mean")
 
@@ -54,14 +89,43 @@ class Mean(Registered, Parameterised, ABC):
 
 
 class Zero(Mean):
-    """m(x) = 0 (every model's default)."""
+    """m(x) = 0 (every model's default).
+
+    Shapes: X [N, D] -> zeros [N]. No parameters; `mean=None` in a model means this.
+
+    Example:
+
+        >>> import numpy as np, torch, sparsegp as sg
+        >>> sg.means.Zero()(torch.ones(3, 2)).tolist()
+        [0.0, 0.0, 0.0]
+        >>> X, y = sg.datasets.snelson()
+        >>> isinstance(sg.GPR(X[::4], y[::4]).mean, sg.means.Zero)
+        True
+    """
 
     def forward(self, X: Tensor) -> Tensor:
         return X.new_zeros(X.shape[0])
 
 
 class Constant(Mean):
-    """m(x) = c; `constant=None` starts at the mean of y."""
+    """m(x) = c; `constant=None` starts at the mean of y.
+
+    Shapes: constant [] (trainable, `model.mean.constant`); X [N, D] -> m(X) [N].
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> c = sg.means.Constant(2.5)
+        >>> c(torch.zeros(3, 1, dtype=torch.float64)).tolist()
+        [2.5, 2.5, 2.5]
+        >>> c.config()
+        {'type': 'Constant', 'args': {'constant': 2.5}}
+        >>> X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
+        >>> y = 5.0 + torch.sin(6 * X[:, 0])
+        >>> m = sg.GPR(X, y, mean=sg.means.Constant())  # unset: starts at the mean of y
+        >>> abs(m.mean.constant.item() - y.mean().item()) < 1e-9
+        True
+    """
 
     def __init__(self, constant: float | None = None) -> None:
         super().__init__()
@@ -81,7 +145,21 @@ class Constant(Mean):
 
 class Linear(Mean):
     """m(x) = wᵀx + b. `weights` [D] (None: zeros, D from the data) and `bias` (None: the
-    mean of y)."""
+    mean of y).
+
+    Shapes: weights [D], bias [] (both trainable); X [N, D] -> m(X) [N].
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> lin = sg.means.Linear(weights=[1.0, 2.0], bias=0.5)
+        >>> lin(torch.ones(2, 2, dtype=torch.float64)).tolist()
+        [3.5, 3.5]
+        >>> X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
+        >>> m = sg.GPR(X, 3.0 * X[:, 0], mean="linear")  # unset: w = 0, b = mean(y)
+        >>> tuple(m.mean.weights.shape), round(m.mean.bias.item(), 6)
+        ((1,), 1.5)
+    """
 
     def __init__(self, weights: Any = None, bias: float | None = None) -> None:
         super().__init__()
@@ -110,7 +188,21 @@ class Linear(Mean):
 
 
 class Sum(Mean):
-    """m(x) = Σ_i m_i(x)."""
+    """m(x) = Σ_i m_i(x).
+
+    Shapes: X [N, D] -> m(X) [N]. `m1 + m2` builds it; the parts are in `means`, and a model
+    initialises them in order, each from what the ones before it left of y.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> s = sg.means.Constant(1.0) + sg.means.Linear(weights=[2.0])
+        >>> type(s).__name__, len(s.means)
+        ('Sum', 2)
+        >>> X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+        >>> s(X).tolist()
+        [1.0, 3.0]
+    """
 
     def __init__(self, means: list[Mean]) -> None:
         super().__init__()
@@ -136,7 +228,24 @@ class Sum(Mean):
 
 def as_mean(mean: Any) -> Mean:
     """A model's `mean=` argument: None (zero), a `Mean`, or a name ('zero', 'constant',
-    'linear')."""
+    'linear').
+
+    Shapes: none (an argument in, a `Mean` out); anything else raises a TypeError.
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> type(sg.means.as_mean(None)).__name__, type(sg.means.as_mean("Linear")).__name__
+        ('Zero', 'Linear')
+        >>> c = sg.means.Constant(1.0)
+        >>> sg.means.as_mean(c) is c
+        True
+        >>> try:
+        ...     sg.means.as_mean("quadratic")
+        ... except TypeError as err:
+        ...     print("TypeError")
+        TypeError
+    """
     if mean is None:
         return Zero()
     if isinstance(mean, Mean):

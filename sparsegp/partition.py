@@ -18,6 +18,18 @@ def cluster_blocks(X: Any, num_blocks: int, seed: int = 0) -> np.ndarray:
     Block Power EP keeps the covariances within each block exactly, so blocks of nearby
     points are what it is for (Snelson & Ghahramani 2007). The cost grows with Σ_b |b|³:
     check `np.bincount(labels)` when the inputs are very unevenly spread.
+    Shapes: X [N, D] -> labels [N] (integers 0..B'−1, B' ≤ num_blocks).
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> labels = sg.cluster_blocks(X, 5)
+        >>> labels.shape, int(np.bincount(labels).sum()), int(labels.max()) <= 4
+        ((200,), 200, True)
+        >>> m = sg.SGPR(X, y, inducing_points=10, approximation="fitc", blocks=labels)  # PITC
+        >>> len(m.blocks["labels"]) == len(np.unique(labels))
+        True
     """
     X = as_inputs(X, "X")
     if isinstance(num_blocks, bool) or not isinstance(num_blocks, numbers.Integral):

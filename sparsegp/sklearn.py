@@ -113,6 +113,22 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     Fitted attributes: `model_` (the sparsegp model), `n_features_in_`,
     `feature_names_in_` (for a DataFrame), `log_marginal_likelihood_value_` (the objective:
     bound, PEP energy or exact log evidence), `n_iter_` and `fit_warnings_`.
+    Shapes: X [N, D], y [N] -> `predict(X* [N*, D])` mean `[N*]` (with `return_std` also the
+    standard deviation `[N*]`, with `return_cov` the covariance `[N*, N*]`).
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> from sparsegp.sklearn import SparseGPRegressor
+        >>> from sklearn.model_selection import cross_val_score
+        >>> X, y = sg.datasets.snelson()
+        >>> reg = SparseGPRegressor(num_inducing=10, maxiter=5, random_state=0).fit(X, y)
+        >>> mean, std = reg.predict(X[:5], return_std=True)
+        >>> mean.shape, std.shape, type(reg.model_).__name__, reg.n_features_in_
+        ((5,), (5,), 'SGPR', 1)
+        >>> scores = cross_val_score(SparseGPRegressor(num_inducing=10, maxiter=5), X, y, cv=3)
+        >>> scores.shape
+        (3,)
     """
 
     def __init__(self, approximation: str = "vfe", alpha: float | None = None,
@@ -192,6 +208,22 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     Fitted attributes: `model_`, `classes_`, `n_features_in_`, `feature_names_in_` (for a
     DataFrame), `log_marginal_likelihood_value_` (PEP energy or ELBO), `n_iter_`,
     `fit_warnings_`.
+    Shapes: X [N, D], y [N] -> `predict_proba(X* [N*, D])` `[N*, C]`, `predict` labels `[N*]`.
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> from sparsegp.sklearn import SparseGPClassifier
+        >>> X, y = sg.datasets.snelson()
+        >>> labels = np.where(y > 0, "high", "low")
+        >>> clf = SparseGPClassifier(num_inducing=8, maxiter=1, random_state=0).fit(X[::4], labels[::4])
+        >>> clf.classes_.tolist(), type(clf.model_).__name__, clf.predict_proba(X[:5]).shape
+        (['high', 'low'], 'SGPC', (5, 2))
+        >>> three = np.digitize(X[:, 0], [2.0, 4.0])  # classes 0, 1, 2: an SVGP
+        >>> clf = SparseGPClassifier(num_inducing=8, maxiter=5, random_state=0).fit(X[::4], three[::4])
+        >>> p = clf.predict_proba(X[:5])
+        >>> p.shape, bool(np.allclose(p.sum(axis=1), 1.0)), type(clf.model_).__name__
+        ((5, 3), True, 'SVGP')
     """
 
     def __init__(self, approximation: str = "auto", alpha: float = 0.5, num_inducing: int = 100,

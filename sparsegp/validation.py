@@ -241,7 +241,25 @@ def model_device(X: Any, y: Any) -> torch.device:
 
 
 class ScaleWarning(UserWarning):
-    """The data are on a scale the model fits badly without standardisation."""
+    """The data are on a scale the model fits badly without standardisation.
+
+    Shapes: none (a `UserWarning` subclass, given when a model is built from X [N, D] or
+    y [N] whose spread is far from 1 or whose offset is many spreads from 0; the message says
+    which). `standardize_X=True` / `standardize_y=True` (or `mean="constant"`) fix it.
+
+    Example:
+
+        >>> import warnings, sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always", sg.ScaleWarning)
+        ...     m = sg.GPR(X * 1e4, y)
+        >>> [w.category.__name__ for w in caught]
+        ['ScaleWarning']
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", sg.ScaleWarning)
+        ...     m = sg.GPR(X * 1e4, y, standardize_X=True)  # no warning
+    """
 
 
 #: Spreads (standard deviations) outside this range make the optimiser's steps badly scaled.

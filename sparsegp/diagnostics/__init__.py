@@ -4,6 +4,21 @@
 language warnings (Bauer, van der Wilk & Rasmussen 2016); `inducing_gain` gives the change of
 each objective term from adding one inducing point anywhere. Greedy growth of M until the
 bounds meet is `sparsegp.select_inducing` (a workflow above the models).
+
+Shapes: `diagnose(model)` of a GPR/SGPR on X [N, D], y [N] -> a `Diagnostics` report (floats);
+`inducing_gain(model, candidates [C, D])` -> an `InducingGain` with one gain per candidate [C].
+
+Example:
+
+    >>> import sparsegp as sg
+    >>> X, y = sg.datasets.snelson()
+    >>> m = sg.SGPR(X, y, inducing_points=10)
+    >>> rep = sg.diagnostics.diagnose(m)
+    >>> rep.lower_bound <= rep.upper_bound, rep.num_inducing
+    (True, 10)
+    >>> gain = sg.diagnostics.inducing_gain(m, X[:7])
+    >>> gain.total.shape
+    (7,)
 """
 
 from .inducing_gain import InducingGain, ObjectiveTerms, inducing_gain, objective_terms

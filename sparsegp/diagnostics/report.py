@@ -39,7 +39,29 @@ from .view import RegressionView, approximation_label, view_of
 
 
 class ApproximationWarning(UserWarning):
-    """`fit()` found a reason to distrust the approximation (see `diagnose`)."""
+    """`fit()` found a reason to distrust the approximation (see `diagnose`).
+
+    Shapes: none (a `UserWarning` subclass). Filter it like any warning: "ignore" to silence
+    it, "error" to stop at it; `model.diagnostics()` gives the full report.
+
+    Example:
+
+        >>> import warnings, sparsegp as sg
+        >>> issubclass(sg.ApproximationWarning, UserWarning)
+        True
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.SGPR(X, y, inducing_points=3)  # far too few inducing points
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", sg.ApproximationWarning)
+        ...     try:
+        ...         sg.diagnostics.warn_if_unhealthy(m, gap_per_point=1e-6)
+        ...     except sg.ApproximationWarning as w:
+        ...         print(str(w).startswith("SGPR"))
+        True
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", sg.ApproximationWarning)
+        ...     result = m.fit(maxiter=5)
+    """
 
 
 @dataclass
@@ -53,6 +75,20 @@ class Diagnostics:
     inducing set gives a valid bound) — the gap the warning speaks of.
     `noise_ratio` = σ² / var(y). `effective_num_inducing` counts groups of merged inducing
     variables (None for GPR); `merged_pairs` and `far_inducing` index them.
+    Shapes: floats and ints; `merged_pairs` a list of index pairs, `far_inducing` a list of
+    indices into the M inducing variables, `warnings` a list of strings; `str(rep)` is a table.
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> rep = sg.SGPR(X, y, inducing_points=10).diagnostics()
+        >>> isinstance(rep, sg.Diagnostics), rep.approximation, rep.num_data
+        (True, 'VFE', 200)
+        >>> rep.lower_bound <= rep.exact <= rep.upper_bound, rep.gap >= 0
+        (True, True)
+        >>> print(str(rep).splitlines()[0])
+        Diagnostics of SGPR (VFE, M = 10) on N = 200 points
     """
 
     model: str

@@ -32,7 +32,26 @@ from ..validation import as_tensor, check_finite
 
 
 class InducingFeature(Registered, Parameterised, ABC):
-    """M inducing variables u_m = ∫ f(x) v(x; m) dx (van der Wilk 2018, §4.1)."""
+    """M inducing variables u_m = ∫ f(x) v(x; m) dx (van der Wilk 2018, §4.1).
+
+    Shapes: `num_inducing` M, `input_dim` D; with a kernel, `covariances.Kuu` [M, M] and
+    `covariances.Kuf` [M, N] for X [N, D]; `locations()` [M, D] or None. A new kind of feature
+    subclasses this protocol and registers its covariances with `covariances.register`.
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> from sparsegp import covariances
+        >>> X = np.linspace(0, 1, 20)[:, None]
+        >>> features = [sg.features.InducingPoints.from_data(X, 4),
+        ...             sg.features.Multiscale.from_data(X, 4),
+        ...             sg.features.Fourier.from_data(X, 4)]
+        >>> all(isinstance(f, sg.features.InducingFeature) for f in features)
+        True
+        >>> k = sg.kernels.SquaredExponential(lengthscale=0.3)
+        >>> [tuple(covariances.Kuu(f, k).shape) for f in features]
+        [(4, 4), (4, 4), (4, 4)]
+    """
 
     registry = Registry("inducing feature")
 

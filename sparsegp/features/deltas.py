@@ -18,6 +18,19 @@ class SumOfDeltas(InducingFeature):
     C = 1 and unit weights the features are inducing points f(z_m). Any kernel:
     Kuf = Σ_c w_mc k(z_mc, x), Kuu = Σ_{c,c'} w_mc w_m'c' k(z_mc, z_m'c')
     (`covariances/deltas.py`), from one kernel evaluation on the M·C points.
+    Shapes: Kuu [M, M], Kuf [M, N] for X [N, D]; `locations()` [M, D] (weighted centroids).
+
+    Example:
+
+        >>> import numpy as np, torch, sparsegp as sg
+        >>> from sparsegp import covariances
+        >>> X, y = sg.datasets.snelson()
+        >>> f = sg.features.SumOfDeltas.from_data(X, 6, num_deltas=3)
+        >>> tuple(f.Z.shape), tuple(f.weights.shape), f.num_inducing, f.num_deltas
+        ((6, 3, 1), (6, 3), 6, 3)
+        >>> k = sg.kernels.SquaredExponential(lengthscale=1.0)
+        >>> tuple(covariances.Kuf(f, k, torch.as_tensor(X)).shape)
+        (6, 200)
     """
 
     def __init__(self, Z: Any, weights: Any) -> None:

@@ -32,7 +32,23 @@ class Fourier(InducingFeature):
     Shapes: frequencies ω [M, D], widths c [M, D] (positive; a scalar or [D] is broadcast),
     phases φ [M] (default 0), all trainable; `centres` μ [M, D] makes time–frequency features
     with trainable centres, None (the default) frequency features whose windows sit at the
-    origin (a fixed buffer, moved only by `standardize_X`).
+    origin (a fixed buffer, moved only by `standardize_X`). With a squared-exponential kernel:
+    Kuu [M, M], Kuf [M, N] for X [N, D].
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> from sparsegp import covariances
+        >>> fif = sg.features.Fourier(frequencies=np.arange(5.0)[:, None], widths=2.0)
+        >>> fif.time_frequency, fif.num_inducing, fif.locations() is None
+        (False, 5, True)
+        >>> X, y = sg.datasets.snelson()
+        >>> tfif = sg.features.Fourier.from_data(X, 6)  # time–frequency: centres from X
+        >>> tfif.time_frequency, tuple(tfif.locations().shape)
+        (True, (6, 1))
+        >>> k = sg.kernels.SquaredExponential(lengthscale=1.0)
+        >>> tuple(covariances.Kuu(tfif, k).shape)
+        (6, 6)
     """
 
     def __init__(self, frequencies: Any, widths: Any, centres: Any = None, phases: Any = None

@@ -12,7 +12,25 @@ from .initialisation import initial_inducing_inputs
 
 
 class InducingPoints(PointSet):
-    """Inducing inputs Z [M, D], a trainable parameter: u_m = f(z_m)."""
+    """Inducing inputs Z [M, D], a trainable parameter: u_m = f(z_m).
+
+    Shapes: Z [M, D]; with a kernel, Kuu = k(Z, Z) [M, M] and Kuf = k(Z, X) [M, N]. A sparse
+    model builds these itself from `inducing_points=M` (k-means++ on X) or an array [M, D];
+    pass an `InducingPoints` to share or prepare one (`from_data`).
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> Z = sg.features.InducingPoints(np.linspace(0, 6, 8)[:, None])
+        >>> Z.num_inducing, Z.input_dim, tuple(Z.Z.shape)
+        (8, 1, (8, 1))
+        >>> X, y = sg.datasets.snelson()
+        >>> sg.features.InducingPoints.from_data(X, 5, seed=0).Z.shape
+        torch.Size([5, 1])
+        >>> m = sg.SGPR(X[::4], y[::4], inducing_points=Z)
+        >>> m.inducing_points.shape
+        (8, 1)
+    """
 
     def transformed(self, shift: Tensor, scale: Tensor) -> InducingPoints:
         return type(self)((self.Z.detach() - shift) / scale)

@@ -23,6 +23,20 @@ class Multiscale(InducingFeature):
     positive and trainable; a scalar or [D] is broadcast). As δ → 0 the features tend to
     inducing points f(z_m). Closed forms for the squared-exponential kernel in
     `covariances/multiscale.py`.
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> from sparsegp import covariances
+        >>> f = sg.features.Multiscale(np.linspace(0, 6, 8)[:, None], scales=0.3)
+        >>> f.num_inducing, f.scales.shape
+        (8, (8, 1))
+        >>> k = sg.kernels.SquaredExponential(lengthscale=1.0)
+        >>> tuple(covariances.Kuu(f, k).shape)
+        (8, 8)
+        >>> X, y = sg.datasets.snelson()
+        >>> sg.SGPR(X[::4], y[::4], inducing_points=f).inducing_points.shape
+        (8, 1)
     """
 
     def __init__(self, Z: Any, scales: Any) -> None:

@@ -19,7 +19,23 @@ class InducingPatches(PointSet):
     """Inducing patches Z [M, h·w], a trainable parameter living in patch space, not image
     space: u_m = g(z_m); `input_dim` is h·w (the kernel fixes the dimension of the images).
     Pair it with `kernels.Convolutional` (the only registered kernel):
-    Kuu = k_g(Z, Z), Kuf[m, n] = Σ_q w_q k_g(z_m, x_n^[q])."""
+    Kuu = k_g(Z, Z), Kuf[m, n] = Σ_q w_q k_g(z_m, x_n^[q]).
+    Shapes: images X [N, H·W·C] -> Kuu [M, M], Kuf [M, N]. A sparse model with a
+    convolutional kernel and `inducing_points=M` cuts M patches out of its images itself.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> from sparsegp import covariances
+        >>> k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(4, 4),
+        ...                              patch_shape=(2, 2))
+        >>> images = torch.rand(6, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> Z = sg.features.InducingPatches.from_data(images, 5, kernel=k)
+        >>> tuple(Z.Z.shape), Z.input_dim
+        ((5, 4), 4)
+        >>> tuple(covariances.Kuu(Z, k).shape), tuple(covariances.Kuf(Z, k, images).shape)
+        ((5, 5), (5, 6))
+    """
 
     points_name = "inducing patches"
 
@@ -54,7 +70,22 @@ class MultiChannelPatches(InducingPatches):
     2018, §5.8): C·M inducing variables u_cm = g_c(z_m), the outputs in R^C of the C
     independent response functions at each patch, ordered channel by channel. Pair it with
     `kernels.Convolutional(..., channels=C, multichannel=True)`: Kuu is block diagonal with C
-    blocks k_g(Z, Z)."""
+    blocks k_g(Z, Z).
+    Shapes: Z [M, h·w], images X [N, H·W·C] -> Kuu [C·M, C·M], Kuf [C·M, N].
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> from sparsegp import covariances
+        >>> k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(4, 4),
+        ...                              patch_shape=(2, 2), channels=3, multichannel=True)
+        >>> images = torch.rand(6, 48, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> Z = sg.features.MultiChannelPatches.from_data(images, 5, kernel=k)
+        >>> tuple(Z.Z.shape), Z.channels, Z.num_inducing
+        ((5, 4), 3, 15)
+        >>> tuple(covariances.Kuu(Z, k).shape), tuple(covariances.Kuf(Z, k, images).shape)
+        ((15, 15), (15, 6))
+    """
 
     def __init__(self, Z: Any, channels: int) -> None:
         super().__init__(Z)

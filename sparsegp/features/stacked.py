@@ -19,7 +19,22 @@ from .base import InducingFeature
 class Stacked(InducingFeature):
     """One inducing feature per part of a `kernels.Sum`, in the order of the sum's parts.
 
-    M = Σ_i M_i; the inducing variables are ordered block by block."""
+    M = Σ_i M_i; the inducing variables are ordered block by block.
+    Shapes: Kuu [M, M] (block diagonal), Kuf [M, N] for X [N, D].
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> from sparsegp import covariances
+        >>> f = sg.features.Stacked([sg.features.InducingPoints(np.zeros((3, 1))),
+        ...                          sg.features.InducingPoints(np.ones((4, 1)))])
+        >>> f.blocks, f.num_inducing
+        ([3, 4], 7)
+        >>> k = sg.kernels.SquaredExponential() + sg.kernels.Linear()
+        >>> K = covariances.Kuu(f, k)
+        >>> tuple(K.shape), bool((K[:3, 3:] == 0).all())
+        ((7, 7), True)
+    """
 
     def __init__(self, features: list[InducingFeature]) -> None:
         super().__init__()

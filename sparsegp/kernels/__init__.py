@@ -1,4 +1,16 @@
-"""Covariance functions: `K(X, X2)` [N, N2], `K_diag(X)` [N]; combine with `+` and `*`."""
+"""Covariance functions: `K(X, X2)` [N, N2], `K_diag(X)` [N]; combine with `+` and `*`.
+
+Shapes: X [N, D], X2 [N2, D] (torch tensors) -> K(X, X2) [N, N2], K_diag(X) [N]. Unset
+hyperparameters (None) are given data-based starting values by the model that owns the kernel.
+
+Example:
+
+    >>> import torch, sparsegp as sg
+    >>> k = sg.kernels.SquaredExponential(lengthscale=0.5) + sg.kernels.Linear(variance=0.1)
+    >>> X = torch.linspace(0, 1, 5, dtype=torch.float64)[:, None]
+    >>> tuple(k.K(X).shape), tuple(k.K(X, X[:2]).shape), tuple(k.K_diag(X).shape)
+    ((5, 5), (5, 2), (5,))
+"""
 
 from .base import Kernel, Product, Sum, kernel_from_config
 from .convolutional import Convolutional

@@ -18,7 +18,31 @@ from ..registry import Registered, Registry
 
 
 class Kernel(Registered, Parameterised, ABC):
-    """A positive-definite covariance function k(x, x')."""
+    """A positive-definite covariance function k(x, x').
+
+    Shapes: X [N, D], X2 [N2, D] -> `K(X, X2)` [N, N2], `K_diag(X)` [N]. A subclass implements
+    `K` and `K_diag`; positive parameters are declared with `_declare(name, value, default,
+    floor)` and read with `value(name)`; `k1 + k2` and `k1 * k2` give `Sum` and `Product`.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> class Cosine(sg.kernels.Kernel):
+        ...     # σ² cos(ω (x − x')) for 1-D inputs
+        ...     def __init__(self, variance=None, frequency=1.0):
+        ...         super().__init__()
+        ...         self._declare("variance", variance, 1.0, 1e-6)
+        ...         self._declare("frequency", frequency, 1.0, 1e-6)
+        ...     def K(self, X, X2=None):
+        ...         X2 = X if X2 is None else X2
+        ...         return self.value("variance") * torch.cos(self.value("frequency") * (X - X2.T))
+        ...     def K_diag(self, X):
+        ...         return self.value("variance").expand(X.shape[0])
+        >>> k = Cosine(variance=2.0)
+        >>> X = torch.zeros(3, 1, dtype=torch.float64)
+        >>> isinstance(k, sg.kernels.Kernel), tuple(k.K(X).shape), round(k.K_diag(X)[0].item(), 6)
+        (True, (3, 3), 2.0)
+    """
 
     registry = Registry("kernel")
 
@@ -80,7 +104,23 @@ class Kernel(Registered, Parameterised, ABC):
 
 
 def kernel_from_config(cfg: dict[str, Any]) -> Kernel:
-    """Rebuild a kernel from `Kernel.config()` output."""
+    """Rebuild a kernel from `Kernel.config()` output.
+
+    Shapes: none (a plain dict in, a kernel out); the structure and the values written in the
+    config are rebuilt, the exact parameter values then come from `load_state_dict`.
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> k = sg.kernels.Matern32(lengthscale=2.0) * sg.kernels.Periodic(period=0.5)
+        >>> cfg = k.config()
+        >>> cfg["type"], [part["type"] for part in cfg["kernels"]]
+        ('Product', ['Matern32', 'Periodic'])
+        >>> k2 = sg.kernels.kernel_from_config(cfg)
+        >>> _ = k2.load_state_dict(k.state_dict())
+        >>> repr(k2) == repr(k)
+        True
+    """
     return Kernel.registry.build(cfg)
 
 
@@ -123,7 +163,22 @@ class Combination(Kernel):
 
 
 class Sum(Combination):
-    """k(x, x') = Σ_i k_i(x, x')."""
+    """k(x, x') = Σ_i k_i(x, x').
+
+    Shapes: X [N, D], X2 [N2, D] -> K [N, N2], K_diag [N]. `k1 + k2` builds it; nested sums are
+    flattened into one list `kernels`. A model's data-based start splits the signal variance
+    equally among the parts.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.SquaredExponential(variance=1.0) + sg.kernels.Constant(variance=0.5)
+        >>> isinstance(k, sg.kernels.Sum), len(k.kernels)
+        (True, 2)
+        >>> X = torch.zeros(4, 2, dtype=torch.float64)
+        >>> [round(v, 6) for v in k.K_diag(X).tolist()]
+        [1.5, 1.5, 1.5, 1.5]
+    """
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         return sum(k.K(X, X2) for k in self.kernels)
@@ -137,7 +192,21 @@ class Sum(Combination):
 
 
 class Product(Combination):
-    """k(x, x') = Π_i k_i(x, x')."""
+    """k(x, x') = Π_i k_i(x, x').
+
+    Shapes: X [N, D], X2 [N2, D] -> K [N, N2], K_diag [N]. `k1 * k2` builds it; nested
+    products are flattened into one list `kernels`.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.Linear(variance=2.0) * sg.kernels.Constant(variance=3.0)
+        >>> type(k).__name__, len(k.kernels)
+        ('Product', 2)
+        >>> X = torch.ones(3, 1, dtype=torch.float64)
+        >>> tuple(k.K(X).shape), round(k.K_diag(X)[0].item(), 6)
+        ((3, 3), 6.0)
+    """
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         return math.prod(k.K(X, X2) for k in self.kernels)

@@ -27,7 +27,21 @@ class _VarianceOnly(Kernel):
 
 
 class Linear(_VarianceOnly):
-    """k(x, x') = Σ_d σ²_d x_d x'_d; ARD when the variance has shape (D,)."""
+    """k(x, x') = Σ_d σ²_d x_d x'_d; ARD when the variance has shape (D,).
+
+    Shapes: variance [] or [D]; X [N, D], X2 [N2, D] -> K [N, N2], K_diag [N]. The GP is then
+    Bayesian linear regression through the origin (add `Constant` for an intercept).
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.Linear(variance=[1.0, 0.5])
+        >>> X = torch.tensor([[1.0, 2.0], [3.0, 0.0]], dtype=torch.float64)
+        >>> [round(v, 6) for v in k.K_diag(X).tolist()]
+        [3.0, 9.0]
+        >>> round(k.K(X)[0, 1].item(), 6)
+        3.0
+    """
 
     def _scaled(self, X: Tensor) -> Tensor:
         v = self.value("variance")
@@ -50,7 +64,19 @@ class Linear(_VarianceOnly):
 
 
 class Constant(_VarianceOnly):
-    """k(x, x') = σ² (a constant offset of the latent function)."""
+    """k(x, x') = σ² (a constant offset of the latent function).
+
+    Shapes: variance []; X [N, D], X2 [N2, D] -> K [N, N2] (every entry σ²), K_diag [N].
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> c = sg.kernels.Constant(variance=0.25)
+        >>> X = torch.zeros(4, 3, dtype=torch.float64)
+        >>> tuple(c.K(X, X[:2]).shape), round(c.K(X)[1, 2].item(), 6)
+        ((4, 2), 0.25)
+        >>> k = sg.kernels.SquaredExponential() + c  # a GP with an unknown offset
+    """
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         n2 = as_inputs(X).shape[0] if X2 is None else as_inputs(X2, "X2").shape[0]

@@ -19,6 +19,17 @@ class Periodic(Stationary):
 
     Lengthscale and period are scalars or shape (D,). Evaluated by one matrix product:
     sin²(a − b) = (1 − cos 2a cos 2b − sin 2a sin 2b)/2.
+    Shapes: lengthscale, period [] or [D], variance []; X [N, D], X2 [N2, D] -> K [N, N2].
+    A model starts only an unset variance from the data; an unset lengthscale and period stay 1.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.Periodic(lengthscale=1.0, variance=1.0, period=0.5)
+        >>> X = torch.tensor([[0.0], [0.5], [0.25]], dtype=torch.float64)
+        >>> K = k.K(X)
+        >>> round(K[0, 1].item(), 6), K[0, 2].item() < 1.0, round(k.period, 6)  # one period apart
+        (1.0, True, 0.5)
     """
 
     def __init__(

@@ -60,7 +60,25 @@ def squared_exponential_exp(X: Tensor, X2: Tensor, lengthscale: Tensor, variance
 
 class Stationary(Kernel):
     """A stationary kernel with lengthscale ℓ and signal variance σ² = k(x, x); ARD when the
-    lengthscale has shape (D,). See `RadialKernel` and `Periodic`."""
+    lengthscale has shape (D,). See `RadialKernel` and `Periodic`.
+
+    Shapes: lengthscale [] or [D] (ARD), variance []; X [N, D], X2 [N2, D] -> K [N, N2],
+    K_diag [N]. `lengthscale=None` / `variance=None` leave them unset: a model starts them
+    from its data (`ard=True` then gives one lengthscale per input column).
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.Matern52(lengthscale=[1.0, 2.0], variance=0.5)
+        >>> isinstance(k, sg.kernels.Stationary), k.ard, k.lengthscale.round(6).tolist()
+        (True, True, [1.0, 2.0])
+        >>> k.lengthscale = [3.0, 4.0]; k.variance = 2.0
+        >>> k.lengthscale.round(6).tolist(), round(k.variance, 6)
+        ([3.0, 4.0], 2.0)
+        >>> X = torch.ones(3, 2, dtype=torch.float64)
+        >>> [round(v, 6) for v in k.K_diag(X).tolist()]
+        [2.0, 2.0, 2.0]
+    """
 
     def __init__(self, lengthscale: Any = None, variance: Any = None, *, ard: bool = False) -> None:
         super().__init__()
@@ -117,7 +135,23 @@ class Stationary(Kernel):
 
 
 class RadialKernel(Stationary):
-    """k(x, x') = σ² ρ(r²) of the scaled distance r² = ‖(x − x')/ℓ‖²."""
+    """k(x, x') = σ² ρ(r²) of the scaled distance r² = ‖(x − x')/ℓ‖².
+
+    Shapes: X [N, D], X2 [N2, D] -> K [N, N2]; `profile(r2)` maps r² [...] to ρ [...] with
+    ρ(0) = 1. A subclass implements `profile` only (the squared exponential and the Matérn
+    kernels are radial kernels; `KISSGP` requires one).
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> class Cauchy(sg.kernels.RadialKernel):
+        ...     def profile(self, r2):
+        ...         return 1.0 / (1.0 + r2)
+        >>> k = Cauchy(lengthscale=1.0, variance=1.0)
+        >>> X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+        >>> isinstance(k, sg.kernels.RadialKernel), round(k.K(X)[0, 1].item(), 6)
+        (True, 0.5)
+    """
 
     @abstractmethod
     def profile(self, r2: Tensor) -> Tensor:
@@ -129,7 +163,22 @@ class RadialKernel(Stationary):
 
 
 class SquaredExponential(RadialKernel):
-    """σ² exp(−r²/2) (RBF)."""
+    """σ² exp(−r²/2) (RBF).
+
+    Shapes: lengthscale [] or [D] (ARD), variance []; X [N, D], X2 [N2, D] -> K [N, N2],
+    K_diag [N]. `sparsegp.kernels.RBF` is another name for this class.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.SquaredExponential(lengthscale=0.5, variance=2.0)
+        >>> X = torch.tensor([[0.0], [0.5]], dtype=torch.float64)
+        >>> K = k.K(X)  # 2 exp(−½) off the diagonal
+        >>> tuple(K.shape), round(K[0, 1].item(), 4)
+        ((2, 2), 1.2131)
+        >>> sg.kernels.RBF is sg.kernels.SquaredExponential
+        True
+    """
 
     def profile(self, r2: Tensor) -> Tensor:
         return torch.exp(-0.5 * r2)
@@ -141,14 +190,38 @@ def _distance(r2: Tensor) -> Tensor:
 
 
 class Matern12(RadialKernel):
-    """σ² exp(−r) (Ornstein–Uhlenbeck)."""
+    """σ² exp(−r) (Ornstein–Uhlenbeck).
+
+    Shapes: lengthscale [] or [D] (ARD), variance []; X [N, D], X2 [N2, D] -> K [N, N2].
+    Its sample paths are continuous but nowhere differentiable.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.Matern12(lengthscale=1.0, variance=1.0)
+        >>> X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+        >>> round(k.K(X)[0, 1].item(), 4)  # exp(−1)
+        0.3679
+    """
 
     def profile(self, r2: Tensor) -> Tensor:
         return torch.exp(-_distance(r2))
 
 
 class Matern32(RadialKernel):
-    """σ² (1 + √3 r) exp(−√3 r)."""
+    """σ² (1 + √3 r) exp(−√3 r).
+
+    Shapes: lengthscale [] or [D] (ARD), variance []; X [N, D], X2 [N2, D] -> K [N, N2].
+    Once-differentiable sample paths.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.Matern32(lengthscale=1.0, variance=1.0)
+        >>> X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+        >>> round(k.K(X)[0, 1].item(), 4)  # (1 + √3) exp(−√3)
+        0.4834
+    """
 
     def profile(self, r2: Tensor) -> Tensor:
         s = math.sqrt(3.0) * _distance(r2)
@@ -156,7 +229,19 @@ class Matern32(RadialKernel):
 
 
 class Matern52(RadialKernel):
-    """σ² (1 + √5 r + 5r²/3) exp(−√5 r)."""
+    """σ² (1 + √5 r + 5r²/3) exp(−√5 r).
+
+    Shapes: lengthscale [] or [D] (ARD), variance []; X [N, D], X2 [N2, D] -> K [N, N2].
+    Twice-differentiable sample paths.
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> k = sg.kernels.Matern52(lengthscale=2.0, variance=1.0)
+        >>> X = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
+        >>> round(k.K(X)[0, 1].item(), 4)  # r = 1: (1 + √5 + 5/3) exp(−√5)
+        0.524
+    """
 
     def profile(self, r2: Tensor) -> Tensor:
         s = math.sqrt(5.0) * _distance(r2)

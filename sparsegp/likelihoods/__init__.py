@@ -4,6 +4,19 @@ Single-latent: `Gaussian`, `Bernoulli` (probit/logit), `Poisson` (log link); sev
 functions: `MultiClass` (softmax/robust-max), `HeteroscedasticGaussian` (mean and log noise).
 `likelihood_from_config(lik.config())` rebuilds
 any of them (then `load_state_dict` for the parameter values).
+
+Shapes: f, mean, var [..., N] (or [..., N, C] for C latent functions), y [N] -> log densities
+and expectations [..., N]. Pass one to `SVGP` (any of them) or `SGPC` (one latent function).
+
+Example:
+
+    >>> import numpy as np, sparsegp as sg
+    >>> X = np.linspace(0, 1, 30)[:, None]
+    >>> counts = np.round(3 * X[:, 0] ** 2 + 1)
+    >>> m = sg.SVGP(X, counts, likelihood=sg.likelihoods.Poisson(), inducing_points=5)
+    >>> mean, var = m.predict_y(X[:4])
+    >>> mean.shape, bool((mean > 0).all())
+    ((4,), True)
 """
 
 from .base import Likelihood, likelihood_from_config

@@ -25,7 +25,34 @@ from ..registry import Registered, Registry
 
 class Likelihood(Registered, Parameterised, ABC):
     """p(y | f). Subclasses implement at least `log_prob`, `conditional_mean` and
-    `conditional_variance` (and `check_targets` for label constraints)."""
+    `conditional_variance` (and `check_targets` for label constraints).
+
+    Shapes: f, mean, var [..., N] (multi-latent: [..., N, C]), y [N] -> [..., N]. The Gaussian
+    expectations (`variational_expectations`, `predict_log_density`, `predict_mean_and_var`,
+    `tilted_moments`) default to Gauss–Hermite quadrature of `log_prob` (of the conditional
+    moments for `predict_mean_and_var`).
+
+    Example:
+
+        >>> import math, torch, sparsegp as sg
+        >>> class Laplace(sg.likelihoods.Likelihood):
+        ...     # p(y | f) = exp(−|y − f|)/2: robust regression
+        ...     def log_prob(self, f, y):
+        ...         return -(y - f).abs() - math.log(2.0)
+        ...     def conditional_mean(self, f):
+        ...         return f
+        ...     def conditional_variance(self, f):
+        ...         return torch.full_like(f, 2.0)
+        >>> lik = Laplace()
+        >>> isinstance(lik, sg.likelihoods.Likelihood), lik.num_latent
+        (True, 1)
+        >>> mean, var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+        >>> y = torch.tensor([0.0, 1.0, -2.0], dtype=torch.float64)
+        >>> tuple(lik.variational_expectations(mean, var, y).shape)
+        (3,)
+        >>> [round(v, 6) for v in lik.predict_mean_and_var(mean, var)[1].tolist()]
+        [3.0, 3.0, 3.0]
+    """
 
     num_latent: int = 1
     registry = Registry("likelihood")
@@ -107,7 +134,20 @@ LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def likelihood_from_config(cfg: dict[str, Any]) -> Likelihood:
-    """Rebuild a likelihood from `Likelihood.config()` output (then `load_state_dict`)."""
+    """Rebuild a likelihood from `Likelihood.config()` output (then `load_state_dict`).
+
+    Shapes: none (a plain dict in, a likelihood out).
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> lik = sg.likelihoods.Bernoulli(link="logit")
+        >>> lik.config()
+        {'type': 'Bernoulli', 'args': {'link': 'logit', 'quadrature_points': 32}}
+        >>> copy = sg.likelihoods.likelihood_from_config(lik.config())
+        >>> type(copy).__name__, copy.link
+        ('Bernoulli', 'logit')
+    """
     return Likelihood.registry.build(cfg)
 
 

@@ -21,6 +21,22 @@ class Bernoulli(Likelihood):
     Shapes: f, mean, var [..., N], y [N] -> [..., N]. The probit link has closed forms for
     the predictive density and, at α = 1, the Power-EP tilted moments; everything else uses
     Gauss–Hermite quadrature with `quadrature_points` nodes.
+
+    Example:
+
+        >>> import numpy as np, torch, sparsegp as sg
+        >>> lik = sg.likelihoods.Bernoulli()  # probit
+        >>> lik.check_targets(torch.tensor([-1.0, 1.0, 1.0])).tolist()
+        [0.0, 1.0, 1.0]
+        >>> p, var = lik.predict_mean_and_var(torch.zeros(2, dtype=torch.float64),
+        ...                                   torch.ones(2, dtype=torch.float64))
+        >>> [round(x, 6) for x in p.tolist()]  # Φ(0/√2)
+        [0.5, 0.5]
+        >>> X = np.linspace(-1, 1, 20)[:, None]
+        >>> m = sg.SVGP(X, (X[:, 0] > 0).astype(float), likelihood=sg.likelihoods.Bernoulli(link="logit"),
+        ...             inducing_points=5)
+        >>> m.predict_proba(X[:3]).shape
+        (3,)
     """
 
     def __init__(self, link: str = "probit", quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:

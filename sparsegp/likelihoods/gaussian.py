@@ -24,6 +24,21 @@ class Gaussian(Likelihood):
 
     Shapes: f, mean, var [..., N], y [N] -> [..., N]. Every method is a closed form
     (`quadrature_points` only matters for the base-class defaults, used in tests).
+
+    Example:
+
+        >>> import torch, sparsegp as sg
+        >>> lik = sg.likelihoods.Gaussian(variance=0.1)
+        >>> round(lik.variance, 6)
+        0.1
+        >>> mean, var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+        >>> m, v = lik.predict_mean_and_var(mean, var)  # (m, v + σ²)
+        >>> [round(x, 6) for x in v.tolist()]
+        [1.1, 1.1, 1.1]
+        >>> X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
+        >>> model = sg.SVGP(X, torch.sin(6 * X[:, 0]), likelihood=lik, inducing_points=5)
+        >>> model.predict_y(X[:3])[1].shape
+        (3,)
     """
 
     def __init__(self, variance: Any = 1.0, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:

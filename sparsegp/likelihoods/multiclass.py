@@ -54,6 +54,21 @@ class MultiClass(Likelihood):
       ROBUSTMAX_POINTS). `epsilon` is a fixed constant, not trained.
 
     Power EP (`tilted_moments`) needs a likelihood of one latent function and is refused.
+
+    Example:
+
+        >>> import numpy as np, torch, sparsegp as sg
+        >>> lik = sg.likelihoods.MultiClass(3, link="robustmax")
+        >>> lik.num_latent
+        3
+        >>> mean, var = torch.zeros(4, 3, dtype=torch.float64), torch.ones(4, 3, dtype=torch.float64)
+        >>> p, _ = lik.predict_mean_and_var(mean, var)  # class probabilities [N, C]
+        >>> tuple(p.shape), [round(s, 6) for s in p.sum(-1).tolist()]
+        ((4, 3), [1.0, 1.0, 1.0, 1.0])
+        >>> X = np.linspace(0, 3, 30)[:, None]
+        >>> m = sg.SVGP(X, np.floor(X[:, 0]).clip(0, 2), likelihood=lik, inducing_points=6)
+        >>> m.predict_proba(X[:5]).shape
+        (5, 3)
     """
 
     def __init__(self, num_classes: int, link: str = "softmax", epsilon: float = 1e-3,

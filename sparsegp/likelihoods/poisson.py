@@ -25,6 +25,19 @@ class Poisson(Likelihood):
     density with 32 points, μ ∈ [−3, 2], y ∈ {0, 1, 5, 50}: ≤ 4e-11 for v ≤ 1 and ≤ 3e-6 for
     v = 4 (worst at y = 0, the most skewed integrand); plain quadrature about N(μ, v): up to
     2e-2 for v = 1 and 0.3 for v = 4.
+
+    Example:
+
+        >>> import numpy as np, torch, sparsegp as sg
+        >>> lik = sg.likelihoods.Poisson()
+        >>> mean, var = torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+        >>> Ey, _ = lik.predict_mean_and_var(mean, var)  # E[y*] = e^(m + v/2) = e^½
+        >>> [round(x, 4) for x in Ey.tolist()]
+        [1.6487, 1.6487]
+        >>> X = np.linspace(0, 1, 30)[:, None]
+        >>> m = sg.SVGP(X, np.round(3 * X[:, 0] ** 2 + 1), likelihood=lik, inducing_points=5)
+        >>> m.predict_y(X[:4])[0].shape
+        (4,)
     """
 
     def __init__(self, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:

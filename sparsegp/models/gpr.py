@@ -20,6 +20,20 @@ class GPR(GPModel):
     unset hyperparameters start from the data (lengthscales from the input spread, signal
     variance var(y), noise var(y)/10). `jitter` (relative to the mean diagonal of K + σ²I)
     is 0 by default: the noise keeps the matrix positive definite.
+    Shapes: `predict(Xnew [N*, D])` -> mean `[N*]`, var `[N*]` (numpy; `full_cov=True`: the
+    covariance `[N*, N*]`).
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.GPR(X[::4], y[::4])
+        >>> result = m.fit(maxiter=5)
+        >>> mean, var = m.predict_y(sg.datasets.snelson_test_inputs())
+        >>> mean.shape, var.shape, bool((var > 0).all())
+        ((301,), (301,), True)
+        >>> m.predict(X[:3], full_cov=True)[1].shape
+        (3, 3)
     """
 
     saves_data_by_default = True

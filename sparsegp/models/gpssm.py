@@ -37,6 +37,8 @@ class GPSSM(LatentInputModel):
     `fit()` maximises the bound with q(u) collapsed (L-BFGS-B) or, with `batch_size`, on
     minibatches of transitions with an explicit q(u) (natural gradients) and Adam.
     `transition(X)` gives q(f(X)); `forecast(steps)` samples trajectories beyond the data.
+    Shapes: Y [T, P] -> `state_mean` [T, Q]; `transition(X [N*, Q])` -> mean, var `[N*, Q]`;
+    `forecast(k)` -> mean, var [k, P] and samples [num_samples, k, P].
 
     >>> import numpy as np, sparsegp as sg
     >>> x = [0.5]

@@ -44,7 +44,18 @@ class KISSGP(GPModel):
     per step, an unbiased gradient). Predictions: mean by CG, variances by `lanczos_rank`
     Lanczos steps (LOVE; exact for a rank ≥ N, conservative below). Inputs beyond the grid
     (the training inputs' range and 10% of it on each side) are refused.
-    Shapes: X [N, D], y [N].
+    Shapes: X [N, D], y [N]; `predict(Xnew [N*, D])` -> mean, var `[N*]` (numpy).
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.KISSGP(X, y, grid_size=64)
+        >>> m.sizes
+        [64]
+        >>> mean, var = m.predict(X[:5])
+        >>> mean.shape, var.shape
+        ((5,), (5,))
     """
 
     def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, grid_size: Any = 100,

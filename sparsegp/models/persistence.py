@@ -77,7 +77,24 @@ def _reason(err: Exception) -> str:
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
-    """Read a model written by `model.save(path)`; predictions are identical to the saved model's."""
+    """Read a model written by `model.save(path)`; predictions are identical to the saved model's.
+
+    Shapes: none (a path in, a model out). A sparse model is saved without its training data
+    by default (`save(path, include_data=True)` keeps them, for further fitting); the exact GP
+    and the latent-input models keep them by default.
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.SGPR(X, y, inducing_points=10)
+        >>> m.save("model.pt")
+        >>> loaded = sg.load("model.pt")
+        >>> type(loaded).__name__, loaded.X is None
+        ('SGPR', True)
+        >>> bool(np.allclose(loaded.predict(X[:5])[0], m.predict(X[:5])[0]))
+        True
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")

@@ -37,6 +37,21 @@ class SGPC(InducingMixin, Model):
     with `schedule="stochastic"` updates minibatches of sites and takes Adam steps on the
     minibatch energy scaled by N/|batch|. Updates that would make a site precision negative
     (or whose cavity is invalid) are skipped and counted in `fit().info`.
+    Shapes: X [N, D], y [N] -> `predict_proba(Xnew [N*, D])` P(`y*` = 1) `[N*]`, `predict` labels
+    `[N*]` (numpy, in the training labels' convention).
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> labels = (y[::4] > 0).astype(int)
+        >>> m = sg.SGPC(X[::4], labels, inducing_points=8)
+        >>> result = m.fit(maxiter=1, inner_maxiter=5)
+        >>> p = m.predict_proba(X[:5])
+        >>> p.shape, bool(((p >= 0) & (p <= 1)).all()), m.classes
+        ((5,), True, [0, 1])
+        >>> set(m.predict(X[:5]).tolist()) <= {0, 1}
+        True
     """
 
     def __init__(

@@ -58,6 +58,22 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
     the N·M² work (kernel matrices, products, triangular solves) in float32, e.g. on a GPU,
     while the parameters and the M×M factorisations stay in float64; expect ~1e-6 relative
     accuracy, and worse for FITC/PEP when Kuu is ill-conditioned.
+    Shapes: `predict(Xnew [N*, D])` -> mean, var `[N*]` (numpy); `inducing_points` [M, D].
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.SGPR(X, y, inducing_points=10)  # VFE
+        >>> result = m.fit(maxiter=5)
+        >>> mean, var = m.predict_y(sg.datasets.snelson_test_inputs())
+        >>> mean.shape, m.inducing_points.shape
+        ((301,), (10, 1))
+        >>> m.log_marginal_likelihood() <= m.upper_bound()  # the VFE bound sandwiches log p(y)
+        True
+        >>> pep = sg.SGPR(X, y, inducing_points=10, approximation="pep", alpha=0.5)
+        >>> pep.approximation, pep.alpha
+        ('pep', 0.5)
     """
 
     shards_data = True

@@ -91,6 +91,19 @@ class RFF(GPModel):
     density (SE, Matérn 1/2, 3/2, 5/2) with `seed`, fixed; the kernel's hyperparameters and the
     noise are fitted on the evidence of Bayesian linear regression in the 2R features.
     Shapes: X [N, D], y [N]. Predictions have the model's own (parametric) error bars.
+    `predict(Xnew [N*, D])` -> mean, var `[N*]`; `frequencies` ω [R, D].
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.RFF(X, y, num_features=20, seed=0)
+        >>> result = m.fit(maxiter=5, diagnose=False)
+        >>> m.num_features, m.frequencies.shape
+        (20, (20, 1))
+        >>> mean, var = m.predict_y(sg.datasets.snelson_test_inputs())
+        >>> mean.shape, bool((var > 0).all())
+        ((301,), True)
     """
 
     free_frequencies = False
@@ -208,7 +221,21 @@ class SSGP(RFF):
     """The sparse spectrum GP: `RFF` with the frequencies ω_r free parameters of the evidence
     (started at the seeded draw at the initial lengthscales; the kernel's lengthscales then no
     longer enter φ). Prone to over-fitting as R grows relative to N: compare held-out
-    predictions, or several seeds (diverging predictions across restarts are the symptom)."""
+    predictions, or several seeds (diverging predictions across restarts are the symptom).
+    Shapes: X [N, D], y [N]; `frequencies` ω [R, D] (trainable); `predict(Xnew [N*, D])` ->
+    mean, var `[N*]`.
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.SSGP(X, y, num_features=10, seed=0)
+        >>> m.kernel.raw_lengthscale.requires_grad  # frozen: the frequencies replace it
+        False
+        >>> result = m.fit(maxiter=5, diagnose=False)
+        >>> m.frequencies.shape, m.predict(X[:4])[0].shape
+        ((10, 1), (4,))
+    """
 
     free_frequencies = True
 

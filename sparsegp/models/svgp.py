@@ -52,6 +52,23 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
     §5.7.2), q(u) couples the sets by default (one full covariance); `mean_field=True` makes it
     block diagonal, q(u) = Π_i q(u_i) (the Cholesky factor is masked to its diagonal blocks),
     trained by Adam (natural gradients are taken for a full covariance only).
+    Shapes: q_mu [M, L], q_sqrt [L, M, M] for L latent functions; `predict_y(Xnew [N*, D])`
+    -> mean, var `[N*]` (or `[N*, P]`); `predict_proba` `[N*]` or `[N*, C]`.
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.SVGP(X, y, inducing_points=10)  # Gaussian likelihood
+        >>> result = m.fit(maxiter=5)  # full batch: L-BFGS-B, then the optimal q(u)
+        >>> tuple(m.q_mu.shape), tuple(m.q_sqrt.shape)
+        ((10, 1), (1, 10, 10))
+        >>> m.predict_y(X[:3])[0].shape
+        (3,)
+        >>> clf = sg.SVGP(X, (y > 0).astype(float), likelihood=sg.likelihoods.Bernoulli(),
+        ...               inducing_points=10)
+        >>> clf.predict_proba(X[:3]).shape
+        (3,)
     """
 
     def __init__(

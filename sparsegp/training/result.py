@@ -15,6 +15,20 @@ class FitResult:
 
     `interrupted` is True when the user stopped training (Ctrl-C): the model then holds the
     last accepted parameters, and `fit()` returned normally.
+    Shapes: scalars, `history` a list of floats (the objective at the start and after every
+    iteration), `info` a dict of model-specific counts.
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> result = sg.SGPR(X, y, inducing_points=10).fit(maxiter=5)
+        >>> isinstance(result, sg.FitResult), result.iterations, result.interrupted
+        (True, 5, False)
+        >>> len(result.history) == result.iterations + 1, result.history[-1] == result.objective
+        (True, True)
+        >>> str(result).startswith(("converged", "stopped"))
+        True
     """
 
     success: bool

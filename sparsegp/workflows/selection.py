@@ -71,6 +71,18 @@ def select_inducing(
     `model_kwargs` go to `SGPR` (noise_variance, jitter, standardize_X, standardize_y, ...).
     The Titsias (2014) upper bound stays loose by a term that grows with Σ_n d_n, so a tol of a
     few per cent already means that the bounds have essentially met.
+    Returns (model, curve): `curve.num_inducing`, `curve.lower`, `curve.upper` are lists with
+    one entry per step, `curve.gap` [steps].
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> model, curve = sg.select_inducing(X, y, max_inducing=15, maxiter=5)
+        >>> type(model).__name__, model.approximation, model.num_inducing <= 15
+        ('SGPR', 'vfe', True)
+        >>> len(curve.gap) == len(curve), curve.num_inducing[-1] == model.num_inducing
+        (True, True)
     """
     if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and tol > 0):
         raise ValueError(f"tol must be a positive number; got {tol!r}")
