@@ -29,6 +29,11 @@ class WhitenedGaussian(NamedTuple):
     root: Tensor  # [C, M, M] or [M, M]: a square root (lower-triangular from a Cholesky)
     precision: bool = False
 
+    def column(self, c: int) -> WhitenedGaussian:
+        """q(v_c) of latent function c alone (mean [M, 1], root [1, M, M])."""
+        root = self.root if self.root.dim() == 2 else self.root[c:c + 1]
+        return WhitenedGaussian(self.mean[:, c:c + 1], root, self.precision)
+
     def root_t_times(self, A: Tensor) -> Tensor:
         """A matrix R' with R'ᵀR' = AᵀSA: Rᵀ A, or R⁻¹A for a precision root. [C, M, B]."""
         root = self.root if self.root.dim() == 3 else self.root.unsqueeze(0)

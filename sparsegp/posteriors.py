@@ -212,6 +212,41 @@ class CoregionalPosterior(Posterior):
                    saved["jitter"])
 
 
+class SeparatePosterior(Posterior):
+    """Independent outputs with a kernel and inducing variables each (`kernels.Separate`): one
+    `SparsePosterior` per output, predictions side by side — mean [N*, P], variances [N*, P]
+    or covariances [P, N*, N*]."""
+
+    def __init__(self, parts: list[SparsePosterior], noise_variance: Tensor,
+                 mean: nn.Module | None = None) -> None:
+        self._adopt_mean(mean)  # a prior mean shared by every output (SVGP's latent functions)
+        self.parts = parts
+        self.noise_variance = noise_variance.detach()
+
+    def _rows_per_chunk(self) -> int:
+        return min(part._rows_per_chunk() for part in self.parts)
+
+    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+        means, variances = zip(*(part._block(Xs, full_cov) for part in self.parts))
+        return torch.stack(means, -1), torch.stack(variances, 0 if full_cov else -1)
+
+    def state(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"noise_variance": self.noise_variance, "parts": len(self.parts)}
+        for p, part in enumerate(self.parts):
+            out.update({f"part{p}.{key}": value for key, value in part.state().items()})
+        return out
+
+    @classmethod
+    def from_state(cls, kernels: list[Kernel], features: list[nn.Module], saved: dict[str, Any],
+                   mean: nn.Module | None = None) -> SeparatePosterior:
+        parts = []
+        for p, (kernel, feature) in enumerate(zip(kernels, features)):
+            prefix = f"part{p}."
+            state = {k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)}
+            parts.append(SparsePosterior.from_state(kernel, feature, state))
+        return cls(parts, saved["noise_variance"], mean)
+
+
 class ExactPosterior(Posterior):
     """p(f* | y) of the exact GP (Rasmussen & Williams 2006, eqs. 2.25–2.26):
 

@@ -5,7 +5,16 @@ The registry (`registry.py`) dispatches on the pair; each feature's maths lives 
 of its own here and registers itself on import.
 """
 
-from . import deltas, fourier, inducing_points, multiscale, patches, stacked, sums  # noqa: F401  (registrations)
+from . import (  # noqa: F401  (registrations)
+    deltas,
+    fourier,
+    inducing_points,
+    multiscale,
+    patches,
+    separate,
+    stacked,
+    sums,
+)
 from .registry import (
     Kuf,
     Kuu,

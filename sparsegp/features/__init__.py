@@ -21,7 +21,8 @@ from .fourier import Fourier
 from .inducing_points import InducingPoints
 from .multiscale import Multiscale
 from .patches import InducingPatches, MultiChannelPatches
+from .separate import Separate
 from .stacked import Stacked
 
 __all__ = ["InducingFeature", "InducingPoints", "Multiscale", "SumOfDeltas", "Fourier",
-           "InducingPatches", "MultiChannelPatches", "Stacked"]
+           "InducingPatches", "MultiChannelPatches", "Stacked", "Separate"]

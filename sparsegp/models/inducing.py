@@ -13,9 +13,11 @@ from .. import covariances as cov
 from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
 from ..features.patches import InducingPatches, MultiChannelPatches
+from ..features.separate import Separate as SeparateFeatures
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel, Sum
 from ..kernels.convolutional import Convolutional
+from ..kernels.separate import separate_parts
 from ..validation import as_inputs, check_columns
 
 DEFAULT_NUM_INDUCING = 100
@@ -37,6 +39,21 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
                         "standardize_X=True does not apply; scale the inputs yourself")
     if inducing_points is None:
         inducing_points = min(X.shape[0], DEFAULT_NUM_INDUCING)
+    kernels = separate_parts(kernel)
+    if kernels is not None:  # one feature per output, from one spec each (or a shared one)
+        if isinstance(inducing_points, SeparateFeatures):
+            specs: list[Any] = list(inducing_points.features)
+        elif isinstance(inducing_points, (list, tuple)) and len(inducing_points) == len(kernels) \
+                and all(isinstance(z, (InducingFeature, numbers.Integral)) or np.ndim(z) == 2
+                        for z in inducing_points):
+            specs = list(inducing_points)
+        else:
+            specs = [inducing_points] * len(kernels)
+        if len(specs) != len(kernels):
+            raise ValueError(f"inducing_points: {len(specs)} features for {len(kernels)} "
+                             "kernels: give one per output")
+        return SeparateFeatures([resolve_feature(z, k, X, x_shift, x_scale, method, seed)
+                                 for z, k in zip(specs, kernels)])
     if isinstance(inducing_points, InducingFeature):
         if cov.input_dim(inducing_points, kernel) != X.shape[1]:
             raise ValueError(f"the inducing feature is for inputs of dimension "

@@ -10,17 +10,20 @@ from torch import Tensor
 
 from ..config import DEFAULT_JITTER
 from ..kernels.base import Kernel
+from ..kernels.separate import separate_parts
 from ..objectives.blocks import Blocking, block_alpha, label_codes, make_blocking
 from ..objectives.collapsed import (
     CollapsedProblem,
     Family,
     collapsed_objective,
     family,
+    output_parts,
     posterior_q,
+    separate_posterior_q,
     titsias_upper_bound,
 )
 from ..objectives.coregional import lmc_objective, lmc_posterior_q, lmc_upper_bound
-from ..posteriors import CoregionalPosterior, Posterior, SparsePosterior
+from ..posteriors import CoregionalPosterior, Posterior, SeparatePosterior, SparsePosterior
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
 from .regression import GPModel
@@ -131,6 +134,13 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
                          mixing: Any = None, **arguments: Any
                          ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         targets, buffers, config = super()._prepare_targets(y, n, device, parts, **arguments)
+        kernels = separate_parts(parts["kernel"])
+        if kernels is not None and (targets.dim() != 2 or targets.shape[1] != len(kernels)
+                                    or mixing is not None):
+            raise ValueError(f"kernels.Separate with {len(kernels)} kernels needs y with one "
+                             f"column per kernel ([N, {len(kernels)}]) and no mixing; got y of "
+                             f"shape {tuple(targets.shape)}"
+                             + (" and a mixing matrix" if mixing is not None else ""))
         if mixing is not None:
             if targets.dim() != 2:
                 raise ValueError("mixing takes targets of several outputs, y [N, P]")
@@ -214,6 +224,12 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         return float(U) + self._objective_offset()
 
     def _build_posterior(self) -> Posterior:
+        if separate_parts(self.kernel) is not None:
+            parts = [SparsePosterior(part.kernel, part.feature, L, q, self.noise_rows(), used)
+                     for (L, q, used), (_, part) in zip(
+                         separate_posterior_q(self.collapsed_problem()),
+                         output_parts(self.collapsed_problem()))]
+            return SeparatePosterior(parts, self.noise_rows())
         if self.mixing_matrix is not None:
             L, q, used = lmc_posterior_q(self.collapsed_problem(), self.mixing_matrix)
             return CoregionalPosterior(self.kernel, self.feature, L, q, self.mixing_matrix,
@@ -223,6 +239,9 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
                                self.prior_mean())
 
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
+        if "parts" in saved:
+            return SeparatePosterior.from_state(list(self.kernel.kernels),
+                                                list(self.feature.features), saved)
         if "mixing" in saved:
             return CoregionalPosterior.from_state(self.kernel, self.feature, saved)
         return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())

@@ -16,12 +16,13 @@ from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
+from ..kernels.separate import separate_parts
 from ..likelihoods import Bernoulli, Gaussian
 from ..likelihoods.base import Likelihood
 from ..means import Zero, as_mean
 from ..objectives import svgp as objective
 from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective
-from ..posteriors import SparsePosterior
+from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
@@ -40,13 +41,15 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
     or, with `mixing=W` [P, L] (trainable), the linear model of coregionalisation f = W g of L
     independent latent functions g (the likelihood sees the P outputs; predictions are of the
     outputs, [N*, P], and `predict_f(..., full_output_cov=True)` gives the [P, P] covariance at
-    each point). `whiten=True` (default) parameterises q(v), u = L v. `num_latent`
-    latent functions (default: what the likelihood needs) share the kernel and the inducing
-    variables (`inducing_points` as in `SGPR`: an int, an array or any registered inducing
-    feature). `fit()` uses Adam on the hyperparameters and natural gradients on q(u) over
-    minibatches, or full-batch L-BFGS for a Gaussian likelihood without minibatches. Under
-    an initialised torch.distributed process group, `fit()` trains with
-    DistributedDataParallel and a DistributedSampler over (X, y).
+    each point). `kernel=sg.kernels.Separate([...])` gives each latent function (output) its
+    own kernel and inducing variables (equal numbers of them; `whiten=True`), e.g. for the
+    mean and the log noise of `HeteroscedasticGaussian`. `whiten=True` (default)
+    parameterises q(v), u = L v. `num_latent` latent functions (default: what the likelihood
+    needs) share the kernel and the inducing variables (`inducing_points` as in `SGPR`: an
+    int, an array or any registered inducing feature). `fit()` uses Adam on the
+    hyperparameters and natural gradients on q(u) over minibatches, or full-batch L-BFGS for a
+    Gaussian likelihood without minibatches. Under an initialised torch.distributed process
+    group, `fit()` trains with DistributedDataParallel and a DistributedSampler over (X, y).
 
     With `Stacked` inducing features (one set per part of a sum of kernels, van der Wilk 2018,
     §5.7.2), q(u) couples the sets by default (one full covariance); `mean_field=True` makes it
@@ -133,6 +136,15 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         self.q_mu = nn.Parameter(torch.zeros(M, C, dtype=PARAMETER_DTYPE))
         self.q_sqrt = nn.Parameter(torch.eye(M, dtype=PARAMETER_DTYPE).expand(C, M, M).clone())
         self._declare_mixing(config.get("mixing"))  # W [P, L] of the LMC, or None
+        kernels = separate_parts(self.kernel)
+        if kernels is not None:
+            if len(kernels) != C:
+                raise ValueError(f"kernels.Separate has {len(kernels)} kernels for {C} latent "
+                                 "functions: give one per latent function (output)")
+            if not self.whiten or len(set(self.feature.blocks)) > 1:
+                raise ValueError("kernels.Separate in SVGP needs whiten=True and the same number "
+                                 f"of inducing variables per latent function; got whiten="
+                                 f"{self.whiten}, {self.feature.blocks}")
 
     def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
         self._initialise_mixing(mixing)
@@ -272,13 +284,23 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         return self.likelihood.check_targets(t.reshape(-1).to(PARAMETER_DTYPE))
 
     # -- persistence ----------------------------------------------------------------------
-    def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
+    def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
+        if "parts" in saved:
+            return SeparatePosterior.from_state(list(self.kernel.kernels),
+                                                list(self.feature.features), saved,
+                                                self.prior_mean())
         return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())
 
     # -- prediction -----------------------------------------------------------------------
-    def _build_posterior(self) -> SparsePosterior:
+    def _build_posterior(self) -> Posterior:
         L = self._cholesky_kuu()
         q = conditionals.from_parameters(L, self.q_mu, self._root(self.q_sqrt), self.whiten)
+        kernels = separate_parts(self.kernel)
+        if kernels is not None:
+            zero = torch.zeros((), dtype=L.dtype, device=L.device)
+            parts = [SparsePosterior(k, f, L[c], q.column(c), zero, self.jitter)
+                     for c, (k, f) in enumerate(zip(kernels, self.feature.features))]
+            return SeparatePosterior(parts, zero, self.prior_mean())
         return SparsePosterior(self.kernel, self.feature, L, q,
                                torch.zeros((), dtype=L.dtype, device=L.device), self.jitter,
                                self.prior_mean())
@@ -367,8 +389,11 @@ class _CollapsedBound:
             bound = collapsed_objective(problem)
         else:  # one noise per output: the outputs' bounds one by one, each on its points
             observed = ~torch.isnan(m.y)
+            kernels = separate_parts(m.kernel)
             bound = sum(collapsed_objective(problem._replace(
-                X=m.X[observed[:, p]], y=m.y[observed[:, p], p], noise=noise[p]))
+                X=m.X[observed[:, p]], y=m.y[observed[:, p], p], noise=noise[p],
+                kernel=m.kernel if kernels is None else kernels[p],
+                feature=m.feature if kernels is None else m.feature.features[p]))
                 for p in range(m.y.shape[1]))
         return -(bound + m.log_prior())
 

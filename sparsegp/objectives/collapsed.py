@@ -26,6 +26,7 @@ from ..conditionals import WhitenedGaussian, from_precision
 from ..covariances import cross_covariance
 from ..distributed import global_sum
 from ..kernels.base import Kernel
+from ..kernels.separate import separate_parts
 from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower, solve_lower_t
 from ..means import Mean
 from .blocks import Blocking, BlockPowerEPStream
@@ -133,7 +134,20 @@ def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedP
     one output or P outputs observed at every point; with missing outputs (NaN in y [N, P]),
     one part per set of outputs observed at the same points, holding those rows and columns
     (the objective is the sum of the parts': the independent outputs' joint density with
-    each output's missing entries marginalised out)."""
+    each output's missing entries marginalised out). With a `kernels.Separate` kernel, one
+    part per output with its own kernel and inducing feature."""
+    kernels = separate_parts(p.kernel)
+    if kernels is not None:  # independent outputs with a kernel and inducing variables each
+        features = p.feature.features
+        if p.y.dim() != 2 or p.y.shape[1] != len(kernels) or len(features) != len(kernels):
+            raise ValueError(f"kernels.Separate has {len(kernels)} kernels and the inducing "
+                             f"features {len(features)}: y needs one column per kernel; got "
+                             f"shape {tuple(p.y.shape)}")
+        parts = []
+        for j, (k, f) in enumerate(zip(kernels, features)):
+            rows = ~torch.isnan(p.y[:, j])
+            parts.append(([j], p._replace(kernel=k, feature=f, X=p.X[rows], y=p.y[rows, j])))
+        return parts
     if p.y.dim() == 1:
         return [(None, p)]
     observed = ~torch.isnan(p.y)
@@ -229,12 +243,30 @@ def factor_and_statistics(p: CollapsedProblem) -> tuple[Tensor, float, Statistic
 def collapsed_objective(p: CollapsedProblem) -> Tensor:
     """F_α of the problem's family member (MATH.md §2), summed over the outputs (y [N, P],
     NaN where an output is missing: see `output_parts`). Shape: []."""
-    L, _ = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
-    total = L.new_zeros(())
-    for _, part in output_parts(p):
+    total = None
+    for _, part, L in _factored_parts(p):
         stats = statistics(part, L)
-        total = total + family_objective(stats, solve(stats))
+        value = family_objective(stats, solve(stats))
+        total = value if total is None else total + value
+    assert total is not None
     return total
+
+
+def _factored_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedProblem, Tensor]]:
+    """`output_parts` with the Cholesky factor of each part's Kuu (one factorisation when the
+    parts share the kernel and the inducing feature)."""
+    parts = output_parts(p)
+    if separate_parts(p.kernel) is None:
+        L, _ = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
+        return [(cols, part, L) for cols, part in parts]
+    return [(cols, part, cov.Kuu_cholesky(part.feature, part.kernel, p.jitter)[0])
+            for cols, part in parts]
+
+
+def separate_posterior_q(p: CollapsedProblem) -> list[tuple[Tensor, WhitenedGaussian, float]]:
+    """`posterior_q` of every output of a `kernels.Separate` model (its own kernel, inducing
+    feature and factor)."""
+    return [posterior_q(part) for _, part in output_parts(p)]
 
 
 def posterior_q(p: CollapsedProblem) -> tuple[Tensor, WhitenedGaussian, float]:
@@ -269,9 +301,8 @@ def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
     since Kff + Λσ ≼ Qff + Λσ + tI all the same).
     """
     vp = p._replace(fam=VFE, blocks=None)
-    L, _ = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
     return sum(upper_bound_from_statistics(statistics(part, L), part, L)
-               for _, part in output_parts(vp))
+               for _, part, L in _factored_parts(vp))
 
 
 def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor,

@@ -19,6 +19,7 @@ from .. import covariances as cov
 from ..chunking import chunk_slices
 from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
+from ..kernels.separate import separate_parts
 from ..likelihoods.base import Likelihood
 
 
@@ -38,7 +39,14 @@ def whitened_kl(q: WhitenedGaussian) -> Tensor:
 
 def marginals(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor, q: WhitenedGaussian
               ) -> tuple[Tensor, Tensor]:
-    """Means and variances [B, C] of q(f) at Xb (the conditional of `conditionals.py`)."""
+    """Means and variances [B, C] of q(f) at Xb (the conditional of `conditionals.py`). With a
+    `kernels.Separate` kernel latent function c has kernels[c], features[c] and L[c]
+    (L [C, M, M])."""
+    kernels = separate_parts(kernel)
+    if kernels is not None:
+        columns = [marginals(k, f, Xb, L[c], q.column(c))
+                   for c, (k, f) in enumerate(zip(kernels, feature.features))]
+        return torch.cat([m for m, _ in columns], 1), torch.cat([v for _, v in columns], 1)
     A = conditionals.whiten(L, cov.Kuf(feature, kernel, Xb))
     mean, var = conditionals.conditional(A, kernel.K_diag(Xb), q)
     return mean, var.clamp_min(1e-12)  # the likelihoods' expectations need var > 0

@@ -1,0 +1,37 @@
+"""Independent outputs with a kernel and inducing variables each (`kernels.Separate`,
+`features.Separate`): output p's Kuu and Kuf are those of (features[p], kernels[p]); the
+models evaluate the parts one by one. Registered here: the stacked Cholesky factors
+[P, M, M] (SVGP, equal M_p), the chunk width, and the parts' pairing check."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..features.separate import Separate as SeparateFeatures
+from ..kernels.separate import Separate
+from .registry import Kuu_cholesky, register, width
+
+
+def parts(feature: SeparateFeatures, kernel: Separate) -> list:
+    """(feature_p, kernel_p) for every output."""
+    if len(feature.features) != len(kernel.kernels):
+        raise ValueError(f"features.Separate has {len(feature.features)} inducing features but "
+                         f"kernels.Separate has {len(kernel.kernels)} kernels: one per output")
+    return list(zip(feature.features, kernel.kernels))
+
+
+@register("width", SeparateFeatures, Separate)
+def _width_separate(feature: SeparateFeatures, kernel: Separate) -> int:
+    return max(width(f, k) for f, k in parts(feature, kernel))
+
+
+@register("cholesky", SeparateFeatures, Separate)
+def _cholesky_separate(feature: SeparateFeatures, kernel: Separate, jitter: float, name: str
+                       ) -> tuple[Tensor, float]:
+    if len(set(feature.blocks)) > 1:
+        raise ValueError(f"stacked Cholesky factors need equal numbers of inducing variables per "
+                         f"output; got {feature.blocks}")
+    factors = [Kuu_cholesky(f, k, jitter, f"{name} of output {p}")
+               for p, (f, k) in enumerate(parts(feature, kernel))]
+    return torch.stack([L for L, _ in factors]), max(j for _, j in factors)
