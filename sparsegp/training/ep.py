@@ -152,4 +152,4 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
         bar.close()
     return FitResult(not (interrupted or stopped), message, done,
                      counts["steps"], model.log_marginal_likelihood(), history,
-                     time.perf_counter() - start, counts, interrupted)
+                     time.perf_counter() - start, counts, interrupted, fixed_budget=True)

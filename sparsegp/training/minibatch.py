@@ -104,4 +104,4 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
         bar.close()
     objective = history[-1] if history else float("nan")
     return FitResult(success, message, len(history), steps, objective, history,
-                     time.perf_counter() - start, interrupted=interrupted)
+                     time.perf_counter() - start, interrupted=interrupted, fixed_budget=True)

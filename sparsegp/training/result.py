@@ -27,7 +27,7 @@ class FitResult:
         (True, 5, False)
         >>> len(result.history) == result.iterations + 1, result.history[-1] == result.objective
         (True, True)
-        >>> str(result).startswith(("converged", "stopped"))
+        >>> str(result).startswith(("converged", "stopped", "finished"))
         True
     """
 
@@ -40,10 +40,11 @@ class FitResult:
     seconds: float = 0.0
     info: dict = field(default_factory=dict)  # model-specific counts (e.g. EP sweeps)
     interrupted: bool = False
+    fixed_budget: bool = False  # a set number of steps (Adam, minibatches): no convergence test
 
     def __str__(self) -> str:
-        state = ("interrupted" if self.interrupted else
-                 "converged" if self.success else "stopped")
+        state = ("interrupted" if self.interrupted else "stopped" if not self.success
+                 else "finished" if self.fixed_budget else "converged")
         return (f"{state} after {self.iterations} iterations ({self.evaluations} evaluations, "
                 f"{self.seconds:.2f} s): objective {self.objective:.6g}; {self.message}")
 

@@ -51,4 +51,5 @@ def fit_adam(model: Any, steps: int, lr: float, progress: bool | None,
     finally:
         bar.close()
     return FitResult(success, message, done, done, history[-1] if history else float("nan"),
-                     history, time.perf_counter() - start, interrupted=interrupted)
+                     history, time.perf_counter() - start, interrupted=interrupted,
+                     fixed_budget=True)
