@@ -11,7 +11,8 @@ saved model rebuilds its mean.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -63,6 +64,8 @@ class Zero(Mean):
 class Constant(Mean):
     """m(x) = c; `constant=None` starts at the mean of y."""
 
+    constant: Tensor
+
     def __init__(self, constant: float | None = None) -> None:
         super().__init__()
         if constant is None:
@@ -82,6 +85,9 @@ class Constant(Mean):
 class Linear(Mean):
     """m(x) = wᵀx + b. `weights` [D] (None: zeros, D from the data) and `bias` (None: the
     mean of y)."""
+
+    weights: Tensor
+    bias: Tensor
 
     def __init__(self, weights: Any = None, bias: float | None = None) -> None:
         super().__init__()
@@ -112,11 +118,14 @@ class Linear(Mean):
 class Sum(Mean):
     """m(x) = Σ_i m_i(x)."""
 
+    #: The parts: an `nn.ModuleList` (so that they are submodules), typed as the means it holds.
+    means: Sequence[Mean]
+
     def __init__(self, means: list[Mean]) -> None:
         super().__init__()
         if not means or not all(isinstance(m, Mean) for m in means):
             raise TypeError("Sum takes a non-empty list of means")
-        self.means = torch.nn.ModuleList(means)
+        self.means = cast("Sequence[Mean]", torch.nn.ModuleList(means))
 
     def forward(self, X: Tensor) -> Tensor:
         return sum(m(X) for m in self.means)

@@ -20,6 +20,9 @@ class SumOfDeltas(InducingFeature):
     (`covariances/deltas.py`), from one kernel evaluation on the M·C points.
     """
 
+    Z: Tensor
+    weights: Tensor
+
     def __init__(self, Z: Any, weights: Any) -> None:
         super().__init__()
         Z = checked_array(Z, "Z", 3)

@@ -25,6 +25,8 @@ class Multiscale(InducingFeature):
     `covariances/multiscale.py`.
     """
 
+    Z: Tensor
+
     def __init__(self, Z: Any, scales: Any) -> None:
         super().__init__()
         Z = checked_array(Z, "Z", 2)
