@@ -10,7 +10,7 @@ prior log-density, which the models then add to their training objective.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -37,6 +37,11 @@ def as_user_value(t: Tensor) -> float | np.ndarray:
     """A detached copy for users: a float for scalars, a numpy array otherwise."""
     t = t.detach().cpu()
     return float(t) if t.dim() == 0 else t.numpy().copy()
+
+
+def as_user_array(t: Tensor) -> np.ndarray:
+    """`as_user_value` of a tensor of one dimension or more: always a numpy array."""
+    return cast(np.ndarray, as_user_value(t))
 
 
 class Parameterised(nn.Module):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -25,7 +25,10 @@ from .linalg import solve_lower, solve_lower_t
 from .structured.grid import interpolate, interpolated_diag, kuu_matmul
 
 
-def frozen_copy(module: nn.Module) -> nn.Module:
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+def frozen_copy(module: ModuleT) -> ModuleT:
     """A deep copy with every parameter detached from training."""
     twin = copy.deepcopy(module)
     twin.requires_grad_(False)

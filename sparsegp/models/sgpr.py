@@ -57,6 +57,8 @@ class SGPR(InducingMixin, GPModel):
     shards_data = True
     multi_output = True
 
+    block_codes: Tensor | None  # buffer [N]: the block of every point (block Power EP), or None
+
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
         approximation: str = "vfe", alpha: Any = None, noise_variance: Any = None, *,
@@ -73,7 +75,8 @@ class SGPR(InducingMixin, GPModel):
                          chunk_size=chunk_size, compute_dtype=compute_dtype,
                          inducing_init=inducing_init, seed=seed, standardize_y=standardize_y)
 
-    def _configure(self, X: Tensor, *, inducing_points: Any, approximation: str,
+    # each model takes its own constructor arguments, passed on from __init__ by keyword
+    def _configure(self, X: Tensor, *, inducing_points: Any, approximation: str,  # type: ignore[override]
                    alpha: Any, blocks: Any, chunk_size: int | None, compute_dtype: Any,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
                    **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -66,7 +66,8 @@ class SVGP(InducingMixin, Model):
                          inducing_init=inducing_init, seed=seed, mean_field=mean_field,
                          mixing=mixing)
 
-    def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,
+    # each model takes its own constructor arguments, passed on from __init__ by keyword
+    def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,  # type: ignore[override]
                    whiten: bool, num_latent: int | None, chunk_size: int | None,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
                    mean_field: bool = False, mixing: Any = None, **arguments: Any
@@ -120,6 +121,7 @@ class SVGP(InducingMixin, Model):
 
     def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
         if mixing is not None:
+            assert self.mixing_matrix is not None  # built by _build from the same argument
             with torch.no_grad():
                 self.mixing_matrix.copy_(_mixing_matrix(mixing))
         if self.y.dim() == 2:  # several outputs: no prior mean (refused), y may hold NaN
@@ -177,7 +179,7 @@ class SVGP(InducingMixin, Model):
              q_sqrt: Tensor | None = None) -> Tensor:
         """The ELBO (total, not per datum): on all data, or an unbiased estimate from the
         minibatch (X, y) in internal units. q(u) may be overridden (natural gradients)."""
-        X, y = (self.X, self.y) if X is None else (X, y)
+        X, y = (self.X, self.y) if X is None else (X, cast(Tensor, y))  # a minibatch comes with its y
         return objective.elbo(self.kernel, self.feature, self.likelihood, X, y,
                               self._cholesky_kuu(), self.q_mu if q_mu is None else q_mu,
                               self._root(self.q_sqrt if q_sqrt is None else q_sqrt), self.whiten,
@@ -189,7 +191,7 @@ class SVGP(InducingMixin, Model):
         if not self.mean_field:
             return q_sqrt
         mask = torch.block_diag(*(torch.ones(m, m, dtype=q_sqrt.dtype, device=q_sqrt.device)
-                                  for m in self.feature.blocks))
+                                  for m in cast(Stacked, self.feature).blocks))  # mean_field: Stacked
         return q_sqrt.tril() * mask
 
     def _objective(self) -> Tensor:
@@ -217,7 +219,8 @@ class SVGP(InducingMixin, Model):
         return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
                                      self.q_mu, self.q_sqrt, gamma)
 
-    def fit(self, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,
+    # minibatch options first: SVGP trains by other means than the L-BFGS-B of Model.fit
+    def fit(self, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,  # type: ignore[override]
             natgrad: bool = True, gamma: float | None = None, maxiter: int = 1000,
             data: Any = None, progress: bool | None = None, seed: int = 0,
             callback: Any = None) -> FitResult:
@@ -359,9 +362,9 @@ class _CollapsedBound:
             bound = collapsed_objective(problem)
         else:  # one noise per output: the outputs' bounds one by one, each on its points
             observed = ~torch.isnan(m.y)
-            bound = sum(collapsed_objective(problem._replace(
+            bound = cast(Tensor, sum(collapsed_objective(problem._replace(
                 X=m.X[observed[:, p]], y=m.y[observed[:, p], p], noise=noise[p]))
-                for p in range(m.y.shape[1]))
+                for p in range(m.y.shape[1])))
         return -(bound + m.log_prior())
 
     def summary(self) -> str:
