@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -31,7 +31,7 @@ from ..means import Mean
 from .blocks import Blocking, BlockPowerEPStream
 from .heteroscedastic import PointNoiseStream
 from .statistics import PowerEPStream, WhitenedStream
-from .streaming import streamed_sum
+from .streaming import Stream, streamed_sum
 
 APPROXIMATIONS = ("vfe", "fitc", "dtc", "pep")
 
@@ -140,7 +140,7 @@ def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedP
     if bool(observed.all()):
         return [(None, p)]
     patterns, inverse = torch.unique(observed.mT, dim=0, return_inverse=True)
-    parts = []
+    parts: list[tuple[list[int] | None, CollapsedProblem]] = []
     for g in range(patterns.shape[0]):
         cols = torch.nonzero(inverse == g).flatten().tolist()
         rows = torch.nonzero(patterns[g]).flatten()
@@ -163,16 +163,17 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     if p.blocks is not None:
         b = p.blocks
         noise = p.noise[b.order] if per_point else p.noise.expand(p.X.shape[0])
-        stream = BlockPowerEPStream(p.feature, p.kernel, L)
+        stream: Stream = BlockPowerEPStream(p.feature, p.kernel, L)
         sums = streamed_sum(stream, p.X[b.order], y[b.order], b.runs(size), b.ids,
                             b.alpha.to(L.device)[b.ids], noise)
-        return Statistics(*sums, n=n)
+        return Statistics._make((*sums, n))
     if per_point:
         stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
-        return Statistics(*streamed_sum(stream, p.X, y, size, p.noise), n=n)
+        return Statistics._make((*streamed_sum(stream, p.X, y, size, p.noise), n))
     if p.fam.mode == "pep":
+        assert p.fam.alpha is not None  # Power EP's members have their power
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns)
-        return Statistics(*streamed_sum(stream, p.X, y, size), n=n)
+        return Statistics._make((*streamed_sum(stream, p.X, y, size), n))
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
     Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns), p.X, y, size)
     s_d = kd - torch.diagonal(Q).sum()
@@ -270,8 +271,8 @@ def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
     """
     vp = p._replace(fam=VFE, blocks=None)
     L, _ = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
-    return sum(upper_bound_from_statistics(statistics(part, L), part, L)
-               for _, part in output_parts(vp))
+    return cast(Tensor, sum(upper_bound_from_statistics(statistics(part, L), part, L)
+                            for _, part in output_parts(vp)))
 
 
 def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor) -> Tensor:
