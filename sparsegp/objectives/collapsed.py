@@ -25,6 +25,7 @@ from ..chunking import auto_chunk_size
 from ..conditionals import WhitenedGaussian, from_precision
 from ..covariances import cross_covariance
 from ..distributed import global_sum
+from ..features.base import InducingFeature
 from ..kernels.base import Kernel
 from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower, solve_lower_t
 from ..means import Mean
@@ -107,7 +108,7 @@ class CollapsedProblem(NamedTuple):
     statistics are those of the residual y − m(X) (`targets`)."""
 
     kernel: Kernel
-    feature: object
+    feature: InducingFeature
     X: Tensor
     y: Tensor
     noise: Tensor
