@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from .kernels.stationary import RadialKernel
     from .models.regression import GPModel
 
-KERNELS: dict[str, Callable[..., RadialKernel]] = {"se": SquaredExponential, "matern12": Matern12, "matern32": Matern32,
-           "matern52": Matern52}
+KERNELS: dict[str, Callable[..., RadialKernel]] = {
+    "se": SquaredExponential, "matern12": Matern12, "matern32": Matern32, "matern52": Matern52}
 
 
 def _demo(args: argparse.Namespace) -> int:
