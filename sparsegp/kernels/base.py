@@ -106,7 +106,7 @@ class Combination(Kernel):
         for k in kernels:
             if not isinstance(k, Kernel):
                 raise TypeError(f"{type(self).__name__} takes kernels; got {type(k).__name__}")
-            flat.extend(k.kernels if type(k) is type(self) else [k])
+            flat.extend(k.kernels if isinstance(k, Combination) and type(k) is type(self) else [k])
         self.kernels = cast("Sequence[Kernel]", nn.ModuleList(flat))
         dims = {k.input_dim for k in flat if k.input_dim is not None}
         if len(dims) > 1:
