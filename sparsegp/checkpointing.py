@@ -34,7 +34,7 @@ def blocked(block: Callable[[int], Tensor], starts: Iterable[int], dim: int,
 
 class _Blocked(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, block: Callable[[int], Tensor], starts: Sequence[int], dim: int,  # type: ignore[override]
+    def forward(ctx, block: Callable[[int], Tensor], starts: Sequence[int], dim: int,
                 *inputs: Tensor) -> Tensor:
         parts = [block(s) for s in starts]  # autograd is off inside forward
         ctx.block, ctx.starts, ctx.dim = block, starts, dim

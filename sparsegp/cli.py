@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .kernels import Matern12, Matern32, Matern52, SquaredExponential
 from .objectives.collapsed import APPROXIMATIONS
 from .tabular import csv_header, read_csv, write_csv
 from .version import __version__
 
-KERNELS = {"se": SquaredExponential, "matern12": Matern12, "matern32": Matern32,
-           "matern52": Matern52}
+if TYPE_CHECKING:
+    from .kernels.stationary import RadialKernel
+    from .models.regression import GPModel
+
+KERNELS: dict[str, Callable[..., RadialKernel]] = {
+    "se": SquaredExponential, "matern12": Matern12, "matern32": Matern32, "matern52": Matern52}
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -46,6 +51,7 @@ def _fit(args: argparse.Namespace) -> int:
                   standardize_y=args.standardize)
     if args.blocks is not None and args.approximation not in ("fitc", "pep"):
         raise ValueError("--blocks applies to --approximation fitc (PITC) or pep")
+    model: GPModel
     if args.approximation == "exact":
         model = GPR(X, y, **common)
     elif args.approximation == "ski":  # -M grid points per input dimension

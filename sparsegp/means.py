@@ -22,7 +22,8 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -127,6 +128,8 @@ class Constant(Mean):
         True
     """
 
+    constant: Tensor
+
     def __init__(self, constant: float | None = None) -> None:
         super().__init__()
         if constant is None:
@@ -160,6 +163,9 @@ class Linear(Mean):
         >>> tuple(m.mean.weights.shape), round(m.mean.bias.item(), 6)
         ((1,), 1.5)
     """
+
+    weights: Tensor
+    bias: Tensor
 
     def __init__(self, weights: Any = None, bias: float | None = None) -> None:
         super().__init__()
@@ -204,11 +210,14 @@ class Sum(Mean):
         [1.0, 3.0]
     """
 
+    #: The parts: an `nn.ModuleList` (so that they are submodules), typed as the means it holds.
+    means: Sequence[Mean]
+
     def __init__(self, means: list[Mean]) -> None:
         super().__init__()
         if not means or not all(isinstance(m, Mean) for m in means):
             raise TypeError("Sum takes a non-empty list of means")
-        self.means = torch.nn.ModuleList(means)
+        self.means = cast("Sequence[Mean]", torch.nn.ModuleList(means))
 
     def forward(self, X: Tensor) -> Tensor:
         return sum(m(X) for m in self.means)

@@ -10,7 +10,7 @@ prior log-density, which the models then add to their training objective.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from .config import DEFAULT_DTYPE
 
 Prior = Callable[[Tensor], Tensor] | torch.distributions.Distribution
+ParameterisedT = TypeVar("ParameterisedT", bound="Parameterised")
 
 
 def softplus_floor(raw: Tensor, floor: float) -> Tensor:
@@ -37,6 +38,11 @@ def as_user_value(t: Tensor) -> float | np.ndarray:
     """A detached copy for users: a float for scalars, a numpy array otherwise."""
     t = t.detach().cpu()
     return float(t) if t.dim() == 0 else t.numpy().copy()
+
+
+def as_user_array(t: Tensor) -> np.ndarray:
+    """`as_user_value` of a tensor of one dimension or more: always a numpy array."""
+    return cast(np.ndarray, as_user_value(t))
 
 
 class Parameterised(nn.Module):
@@ -142,15 +148,15 @@ class Parameterised(nn.Module):
         return names
 
     # -- freezing and priors --------------------------------------------------------------
-    def freeze(self, *names: str) -> Parameterised:
+    def freeze(self: ParameterisedT, *names: str) -> ParameterisedT:
         """Hold the named parameters fixed during `fit()` (all parameters if none named)."""
         return self._set_trainable(names, False)
 
-    def unfreeze(self, *names: str) -> Parameterised:
+    def unfreeze(self: ParameterisedT, *names: str) -> ParameterisedT:
         """Let the named parameters (all if none named) be trained again."""
         return self._set_trainable(names, True)
 
-    def _set_trainable(self, names: tuple[str, ...], flag: bool) -> Parameterised:
+    def _set_trainable(self: ParameterisedT, names: tuple[str, ...], flag: bool) -> ParameterisedT:
         if not names:
             for p in self.parameters():
                 p.requires_grad_(flag)

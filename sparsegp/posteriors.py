@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -24,8 +24,15 @@ from .kernels.base import Kernel
 from .linalg import solve_lower, solve_lower_t
 from .structured.grid import interpolate, interpolated_diag, kuu_matmul
 
+if TYPE_CHECKING:
+    from .kernels.stationary import RadialKernel
+    from .models.spectral import SpectralBasis
 
-def frozen_copy(module: nn.Module) -> nn.Module:
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+def frozen_copy(module: ModuleT) -> ModuleT:
     """A deep copy with every parameter detached from training."""
     twin = copy.deepcopy(module)
     twin.requires_grad_(False)
@@ -65,18 +72,19 @@ class Posterior(ABC):
             m, v = self._block(Xnew, True)
             return self._shifted(Xnew, m), v
         size = chunk_size or self._rows_per_chunk()
-        mean = var = None
+        mean: Tensor | None = None
+        var: Tensor | None = None
         for s in chunk_slices(Xnew.shape[0], size):
             m, v = self._block(Xnew[s], False)
             m = self._shifted(Xnew[s], m)
-            if mean is None:
+            if mean is None or var is None:  # both None until the first chunk
                 # Outputs allocated once, then filled: many small chunk results kept alive
                 # between the large temporaries fragment the heap (measured: RSS grew by one
                 # B×M block per chunk).
                 mean = m.new_empty((Xnew.shape[0], *m.shape[1:]))
                 var = v.new_empty((Xnew.shape[0], *v.shape[1:]))
             mean[s], var[s] = m, v
-        if mean is None:
+        if mean is None or var is None:
             empty = Xnew.new_zeros(0)
             return empty, empty
         return mean, var
@@ -237,10 +245,11 @@ class SeparatePosterior(Posterior):
         return out
 
     @classmethod
-    def from_state(cls, kernels: list[Kernel], features: list[nn.Module], saved: dict[str, Any],
+    def from_state(cls, pairs: list[tuple[Any, Kernel]], saved: dict[str, Any],
                    mean: nn.Module | None = None) -> SeparatePosterior:
+        """The posterior whose `state()` was `saved`, from (feature, kernel) of every output."""
         parts = []
-        for p, (kernel, feature) in enumerate(zip(kernels, features)):
+        for p, (feature, kernel) in enumerate(pairs):
             prefix = f"part{p}."
             state = {k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)}
             parts.append(SparsePosterior.from_state(kernel, feature, state))
@@ -287,7 +296,7 @@ class FeaturePosterior(Posterior):
     Fourier features, sparse spectrum GP): mean φ*ᵀm, variance φ*ᵀSφ*. `basis.features(X,
     kernel)` gives φ [K, B]."""
 
-    def __init__(self, basis: nn.Module, kernel: Kernel, q: WhitenedGaussian,
+    def __init__(self, basis: SpectralBasis, kernel: Kernel, q: WhitenedGaussian,
                  noise_variance: Tensor, mean: nn.Module | None = None) -> None:
         self._adopt_mean(mean)
         self.basis, self.kernel = frozen_copy(basis), frozen_copy(kernel)
@@ -310,7 +319,7 @@ class FeaturePosterior(Posterior):
                 "noise_variance": self.noise_variance}
 
     @classmethod
-    def from_state(cls, basis: nn.Module, kernel: Kernel, saved: dict[str, Any],
+    def from_state(cls, basis: SpectralBasis, kernel: Kernel, saved: dict[str, Any],
                    mean: nn.Module | None = None) -> FeaturePosterior:
         q = WhitenedGaussian(saved["q_mean"], saved["q_root"], bool(saved["q_precision"]))
         return cls(basis, kernel, q, saved["noise_variance"], mean)
@@ -326,7 +335,9 @@ class InterpolatedPosterior(Posterior):
     Shapes: a [G], C [G, k] with G = Π G_d.
     """
 
-    def __init__(self, kernel: Kernel, start: Tensor, spacing: Tensor, sizes: list[int],
+    kernel: RadialKernel
+
+    def __init__(self, kernel: RadialKernel, start: Tensor, spacing: Tensor, sizes: list[int],
                  a: Tensor, C: Tensor, noise_variance: Tensor, mean: nn.Module | None = None
                  ) -> None:
         self._adopt_mean(mean)

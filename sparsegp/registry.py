@@ -16,15 +16,15 @@ class Registry:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._classes: dict[str, type] = {}
+        self._classes: dict[str, type[Registered]] = {}
 
-    def add(self, cls: type) -> None:
+    def add(self, cls: type[Registered]) -> None:
         self._classes[cls.__name__] = cls
 
     def names(self) -> list[str]:
         return sorted(self._classes)
 
-    def get(self, name: Any) -> type:
+    def get(self, name: Any) -> type[Registered]:
         cls = self._classes.get(name) if isinstance(name, str) else None
         if cls is None:
             raise ValueError(f"unknown {self.kind} type {name!r}; known types: "

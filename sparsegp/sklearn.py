@@ -153,6 +153,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                       noise_variance=self.noise_variance, standardize_X=bool(self.standardize),
                       standardize_y=bool(self.standardize))
         name = self.approximation.lower() if isinstance(self.approximation, str) else None
+        model: GPR | SGPR
         if name == "exact":
             model = GPR(X, y, **common)
         else:
@@ -266,9 +267,10 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                       seed=_seed(self.random_state), standardize_X=bool(self.standardize))
         codes = codes.astype(np.float64)
         binary_link = "probit" if self.link is None else self.link
+        model: SGPC | SVGP
         if backend == "pep":
             model = SGPC(X, codes, alpha=self.alpha, link=binary_link, **common)
-            options = {} if self.maxiter is None else {"maxiter": self.maxiter}
+            options: dict[str, Any] = {} if self.maxiter is None else {"maxiter": self.maxiter}
             run = partial(model.fit, progress=False, **options)
         else:
             likelihood = (Bernoulli(link=binary_link) if len(classes) == 2 else

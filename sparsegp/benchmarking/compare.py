@@ -19,8 +19,12 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .speed import _gb, _peak_rss, _run, bench_parser, machine, report
+
+if TYPE_CHECKING:
+    from ..models.regression import GPModel
 
 #: (method, N, size): size is M inducing points, R spectral pairs or G grid points.
 FULL_CASES = [("exact", 2_000, 0), ("exact", 5_000, 0), ("vfe", 10_000, 500),
@@ -49,6 +53,7 @@ def _sparsegp(method: str, X, y, size: int):
 
     kernel = sg.kernels.SquaredExponential(lengthscale=[LENGTHSCALE] * X.shape[1],
                                            variance=VARIANCE)
+    model: GPModel
     if method == "exact":
         model = sg.GPR(X, y, kernel=kernel, noise_variance=NOISE)
     elif method == "vfe":

@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .speed import _gb, _peak_rss, _run, bench_parser, machine, report
 
@@ -47,6 +47,8 @@ NAIVE_SECONDS_LIMIT = 60.0
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from ..features.patches import InducingPatches
+    from ..kernels.convolutional import Convolutional
     from ..models.svgp import SVGP
 
 
@@ -73,13 +75,14 @@ def naive_elbo(model: SVGP, Xb: Tensor, yb: Tensor, jitter: float) -> Tensor:
     `jitter` is the relative jitter of chol(Kuu) (the one the library ended up using)."""
     import torch
 
-    kernel, base, Z = model.kernel, model.kernel.base_kernel, model.feature.Z
+    kernel = cast("Convolutional", model.kernel)
+    base, Z = kernel.base_kernel, cast("InducingPatches", model.feature).Z
     (H, W), (h, w) = kernel.image_shape, kernel.patch_shape
     weights = kernel.weights if kernel.weighted else None
     B, M, Q = Xb.shape[0], Z.shape[0], kernel.num_patches
     pictures = Xb.reshape(B, H, W)
     Kuf = Xb.new_zeros(M, B)
-    patches = []
+    patches: list[Tensor] = []
     for i in range(H - h + 1):
         for j in range(W - w + 1):
             q = len(patches)
@@ -107,15 +110,16 @@ def _naive_estimate(model: SVGP, Xb: Tensor) -> float:
     backward of each part)."""
     import torch
 
-    kernel, base, Z = model.kernel, model.kernel.base_kernel, model.feature.Z
+    kernel = cast("Convolutional", model.kernel)
+    base, Z = kernel.base_kernel, cast("InducingPatches", model.feature).Z
     A = kernel.patches(Xb)
     B, Q = A.shape[:2]
     t = time.perf_counter()
-    s = sum(base.K(Z, A[:, q]).sum() for q in range(min(4, Q)))
+    s = cast("Tensor", sum(base.K(Z, A[:, q]).sum() for q in range(min(4, Q))))
     torch.autograd.grad(s, [Z])
     kuf = (time.perf_counter() - t) * Q / min(4, Q)
     t = time.perf_counter()
-    s = sum(base.K(A[n]).sum() for n in range(min(2, B)))
+    s = cast("Tensor", sum(base.K(A[n]).sum() for n in range(min(2, B))))
     torch.autograd.grad(s, [p for p in base.parameters() if p.requires_grad])
     return kuf + (time.perf_counter() - t) * B / min(2, B)
 
@@ -201,7 +205,7 @@ def worker(spec: dict) -> dict:
         return value, torch.autograd.grad(value, params)
 
     value, grads = step()  # warm-up
-    B, M, kernel = Xb.shape[0], model.num_inducing, model.kernel
+    B, M, kernel = Xb.shape[0], model.num_inducing, cast("Convolutional", model.kernel)
     Q, d = kernel.num_patches, kernel.patch_dim
     flops = 2 * B * Q * M * d + 2 * B * Q * Q * d
     seconds, ratios = [], []

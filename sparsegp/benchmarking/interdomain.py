@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from typing import cast
 
 from .speed import D, _gb, _gemm_seconds, _peak_rss, _problem, _run, bench_parser, machine, report
 
@@ -41,6 +42,7 @@ def worker(spec: dict) -> dict:
     feature = sg.features.SumOfDeltas.from_data(X, M, num_deltas=C)
     kernel = sg.kernels.SquaredExponential(lengthscale=[2.0] * D, variance=1.0)
     baseline = _peak_rss()
+    inducing: sg.features.InducingFeature
     if setup == "points M·C":
         inducing = sg.features.InducingPoints(feature.points().detach())
     else:
@@ -49,7 +51,7 @@ def worker(spec: dict) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     if setup == "naive deltas":
         def step() -> None:
-            f, k = model.feature, model.kernel
+            f, k = cast(sg.features.SumOfDeltas, model.feature), model.kernel
             Kuf = torch.einsum("mc,mcn->mn", f.weights, k.K(f.points(), model.X).reshape(M, C, N))
             F = naive_vfe(Kuf, cov.Kuu(f, k), k.K_diag(model.X), model.y,
                           model.value("noise_variance"))

@@ -45,8 +45,10 @@ def naive_collapsed(Z: Tensor, lengthscale: Tensor, variance: Tensor, noise: Ten
          - 0.5 * torch.log(lam).sum() - 0.5 * (y * y / lam).sum() + 0.5 * (c * c).sum())
     if approximation == "vfe":
         F = F - 0.5 * d.sum() / noise
-    elif approximation == "pep" and alpha < 1.0:
-        F = F - 0.5 * (1.0 - alpha) / alpha * torch.log1p(alpha * d.clamp_min(0.0) / noise).sum()
+    elif approximation == "pep":
+        assert alpha is not None  # Power EP comes with its power
+        if alpha < 1.0:
+            F = F - 0.5 * (1.0 - alpha) / alpha * torch.log1p(alpha * d.clamp_min(0.0) / noise).sum()
     return F
 
 

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 FULL_CASES = [(10_000, 100), (10_000, 500), (100_000, 500), (100_000, 1000), (1_000_000, 500)]
 QUICK_CASES = [(2_000, 50)]
@@ -82,7 +83,8 @@ def worker(spec: dict) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     if method.startswith("naive-"):
         def step() -> None:
-            F = naive_collapsed(model.feature.Z, model.kernel.value("lengthscale"),
+            Zm = cast(sg.features.InducingPoints, model.feature).Z  # inducing_points=Z
+            F = naive_collapsed(Zm, model.kernel.value("lengthscale"),
                                 model.kernel.value("variance"), model.value("noise_variance"),
                                 model.X, model.y, approx, alpha)
             torch.autograd.grad(-F, params)

@@ -25,7 +25,8 @@ from .registry import (
     register,
     width,
 )
+from .separate import separate_pairs
 from .streamed import CrossCovariance, cross_covariance
 
 __all__ = ["Kuu", "Kuf", "Kuu_cholesky", "register", "check_pair", "input_dim", "width",
-           "lookup_streamed", "CrossCovariance", "cross_covariance"]
+           "lookup_streamed", "CrossCovariance", "cross_covariance", "separate_pairs"]

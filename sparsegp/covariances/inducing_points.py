@@ -3,6 +3,8 @@ exponential."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 from torch import Tensor
 
@@ -23,6 +25,13 @@ def _kuf_points(feature: InducingPoints, kernel: Kernel, X: Tensor) -> Tensor:
     return kernel.K(feature.Z, X)
 
 
+class _Points(Protocol):
+    """What the streamed Kuf reads of its feature: the points Z [M, D]."""
+
+    @property
+    def Z(self) -> Tensor: ...
+
+
 @register("streamed", InducingPoints, SquaredExponential)
 class SquaredExponentialCrossCovariance(CrossCovariance):
     """Kuf = σ² exp(−½‖(z − x)/ℓ‖²) by one augmented matrix product and one exp pass.
@@ -35,7 +44,7 @@ class SquaredExponentialCrossCovariance(CrossCovariance):
     product H [x̃, 1, x̃²] per chunk (Σ_b s_b x̃²_bd = Σ_m (H x̃²)_md).
     """
 
-    def __init__(self, feature: InducingPoints, kernel: SquaredExponential,
+    def __init__(self, feature: _Points, kernel: SquaredExponential,
                  dtype: torch.dtype | None = None) -> None:
         Z, ell, var = feature.Z, kernel.value("lengthscale"), kernel.value("variance")
         self.inputs = (Z, ell, var)

@@ -8,12 +8,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..features.base import InducingFeature
 from ..features.separate import Separate as SeparateFeatures
+from ..kernels.base import Kernel
 from ..kernels.separate import Separate
 from .registry import Kuu_cholesky, register, width
 
 
-def parts(feature: SeparateFeatures, kernel: Separate) -> list:
+def separate_pairs(feature: object, kernel: Kernel) -> list[tuple[InducingFeature, Kernel]] | None:
+    """(feature_p, kernel_p) of every output for a `kernels.Separate` kernel, else None."""
+    if not isinstance(kernel, Separate):
+        return None
+    if not isinstance(feature, SeparateFeatures):
+        raise TypeError("kernels.Separate needs features.Separate inducing features (one per "
+                        f"output); got {type(feature).__name__}")
+    return parts(feature, kernel)
+
+
+def parts(feature: SeparateFeatures, kernel: Separate) -> list[tuple[InducingFeature, Kernel]]:
     """(feature_p, kernel_p) for every output."""
     if len(feature.features) != len(kernel.kernels):
         raise ValueError(f"features.Separate has {len(feature.features)} inducing features but "

@@ -11,13 +11,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..features.base import InducingFeature
 from ..features.stacked import Stacked
-from ..kernels.base import Sum
+from ..kernels.base import Kernel, Sum
 from ..linalg import jittered_cholesky
 from .registry import Kuf, Kuu, register, width
 
 
-def _parts(feature: Stacked, kernel: Sum) -> list:
+def _parts(feature: Stacked, kernel: Sum) -> list[tuple[InducingFeature, Kernel]]:
     if len(feature.features) != len(kernel.kernels):
         raise ValueError(f"Stacked has {len(feature.features)} inducing features but the sum has "
                          f"{len(kernel.kernels)} kernels: give one feature per part")

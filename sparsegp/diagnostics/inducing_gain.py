@@ -92,12 +92,14 @@ def objective_terms(model: Any, feature: Any = None) -> ObjectiveTerms:
     for the same inducing variables.
     """
     view = _view(model)
+    assert view.problem is not None  # `_view` checked: a sparse model
     return _terms(view, view.problem.feature if feature is None else feature)
 
 
 def _terms(view: RegressionView, feature: Any) -> ObjectiveTerms:
     if isinstance(feature, Tensor):
         feature = InducingPoints(feature.detach())
+    assert view.problem is not None  # `_view` checked: a sparse model
     p = view.problem._replace(feature=feature, compute_dtype=None)
     with torch.no_grad():
         _, _, stats = factor_and_statistics(p)
@@ -119,6 +121,7 @@ def inducing_gain(model: Any, candidates: Any) -> InducingGain:
     O(C·N·M²). Not for data sharded over processes.
     """
     view = _view(model)
+    assert view.problem is not None  # `_view` checked: a sparse model
     Zc = view.internal(candidates)
     if view.problem.fam.mode in ("vfe", "dtc") and view.problem.noise.dim() == 0:
         fit, complexity, trace = _rank_one_gain(view, Zc)
@@ -130,6 +133,7 @@ def inducing_gain(model: Any, candidates: Any) -> InducingGain:
 
 
 def _brute_force_gain(view: RegressionView, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    assert view.problem is not None  # `_view` checked: a sparse model
     feature = view.problem.feature
     base = _terms(view, feature)
     out = np.zeros((3, Zc.shape[0]))
@@ -142,6 +146,7 @@ def _brute_force_gain(view: RegressionView, Zc: Tensor) -> tuple[np.ndarray, np.
 
 def _rank_one_gain(view: RegressionView, Zc: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rank-one formula for VFE (and DTC, without its trace change), vectorised over Zc."""
+    assert view.problem is not None  # `_view` checked: a sparse model
     p = view.problem._replace(compute_dtype=None)
     kernel, feature, X, y, noise = p.kernel, p.feature, p.X, p.y, p.noise
     with torch.no_grad():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -262,6 +262,7 @@ def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, 
     inputs (or with data inputs alone, M + extra of them, for a feature that cannot be
     extended by points)."""
     p = view.problem
+    assert p is not None  # diagnose asks for it for sparse models only
     N, M = view.num_data, p.feature.num_inducing
     extra = min(N, max(2 * M, 200)) if extra is None else min(N, int(extra))
     g = torch.Generator().manual_seed(0)
@@ -321,13 +322,14 @@ def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
 
 def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: float,
                     far_lengthscales: float) -> None:
+    assert view.problem is not None  # diagnose checks the inducing variables of sparse models
     feature, X, kernel = view.problem.feature, view.X, view.kernel
     ell = shortest_lengthscale(kernel) if isinstance(feature, InducingPoints) else None
     M = feature.num_inducing
     rows = max(1, 2**20 // M)
     with torch.no_grad():
         if ell is not None:  # inducing points and a radial kernel: scaled distances
-            Z = feature.Z.detach() / ell
+            Z = cast(InducingPoints, feature).Z.detach() / ell
             close = torch.cdist(Z, Z) < merge_fraction
             nearest = torch.full((M,), float("inf"), dtype=Z.dtype, device=Z.device)
             for s in chunk_slices(X.shape[0], rows):

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,7 @@ def fit_method(method: str, K: int, p: Problem, cfg: Config, seed: int = 0) -> d
     if method == "KISS-GP" and X.shape[1] > 3:
         return None
     start = time.perf_counter()
+    model: SGPR | RFF | KISSGP
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method in ("VFE", "FITC", "PEP 0.5"):
@@ -144,8 +146,8 @@ def dataset_section(out: Path, cfg: Config, name: str, problems: list[Problem]) 
                             + (f", within the error bars: {', '.join(close)}" if close else ""))
     fig, axes = new_figure(1, 2, (10, 3.6))
     for method, pts in curves.items():
-        Ks, r, rse, n, nse = map(np.array, zip(*pts))
-        axes[0, 0].errorbar(Ks, r, rse, marker="o", ms=3, capsize=2, label=method)
+        Ks, rm, rse, n, nse = map(np.array, zip(*pts))
+        axes[0, 0].errorbar(Ks, rm, rse, marker="o", ms=3, capsize=2, label=method)
         axes[0, 1].errorbar(Ks, n, nse, marker="o", ms=3, capsize=2, label=method)
     for ax, what in zip(axes[0], ("test RMSE", "test NLPD")):
         ax.set_xscale("log")
@@ -164,7 +166,8 @@ def summary_section(out: Path, tables: list[Table]) -> Section:
                   "Counted over every (data set, budget K) above: how often each method has "
                   "the lowest test NLPD (and RMSE), how often it is within the error bars of "
                   "the best, and its mean rank by NLPD (1 = best).")
-    stats = {m: {"nlpd": 0, "rmse": 0, "close": 0, "ranks": []} for m in METHODS}
+    stats: dict[str, dict[str, Any]] = {m: {"nlpd": 0, "rmse": 0, "close": 0, "ranks": []}
+                                        for m in METHODS}
     for table in tables:
         for K in sorted({r[1] for r in table.rows}):
             rows = [r for r in table.rows if r[1] == K]
@@ -268,10 +271,15 @@ def run(out: Path, quick: bool = False, data_dir: Path = DEFAULT_DATA_DIR,
     for name in UCI:
         missing = missing_uci(data_dir, (name,), cfg.splits)
         if missing:
-            steps.append((lambda n=name, m=missing: _skipped(n, f"missing {m[0]}"), 1))
+            def skipped(n: str = name, m: list[str] = missing) -> Section:
+                return _skipped(n, f"missing {m[0]}")
+
+            steps.append((skipped, 1))
         else:
-            steps.append((lambda n=name: dataset(
-                n, lambda: [uci_problem(data_dir, n, s) for s in range(cfg.splits)]), 2))
+            def uci(n: str = name) -> Section:
+                return dataset(n, lambda: [uci_problem(data_dir, n, s) for s in range(cfg.splits)])
+
+            steps.append((uci, 2))
     steps.append((lambda: overfitting_section(out, cfg), 1))
     steps.append((lambda: summary_section(out, tables), 1))
     return run_sections(out, "The approximations side by side", "quick" if quick else "full",

@@ -84,13 +84,13 @@ def pumadyn(out: Path, cfg: Config, data_dir: Path) -> Section:
     vfe = sparse("vfe")
     quiet_fit(vfe, cfg.maxiter)
     record("VFE", vfe, time.perf_counter() - start)
-    for label, names in (("VFE, hyperparameters frozen first", HYPERPARAMETERS),
+    for label, first in (("VFE, hyperparameters frozen first", HYPERPARAMETERS),
                          ("VFE, noise frozen first", ("noise_variance",))):
         start = time.perf_counter()
         frozen = sparse("vfe")
-        frozen.freeze(*names)
+        frozen.freeze(*first)
         quiet_fit(frozen, cfg.puma_frozen_maxiter)
-        frozen.unfreeze(*names)
+        frozen.unfreeze(*first)
         quiet_fit(frozen, cfg.maxiter)
         record(label, frozen, time.perf_counter() - start)
     start = time.perf_counter()
@@ -122,7 +122,7 @@ def pumadyn(out: Path, cfg: Config, data_dir: Path) -> Section:
     rmse = dict(zip(names, table.column("test RMSE")))
     obj = dict(zip(names, table.column("objective / N")))
     noise = dict(zip(names, table.column("noise variance")))
-    best = min(rmse, key=rmse.get)
+    best = min(rmse, key=lambda name: rmse[name])
     sec.findings += [
         f"Test RMSE: {', '.join(f'{k} {v:.3f}' for k, v in rmse.items())}; best: {best}.",
         f"VFE from the default start reaches objective/N {obj['VFE']:.3f} with noise "

@@ -9,6 +9,7 @@ over-estimation of the evidence. (Experiment 3, Z = X, is `bauer2016_z_equals_x`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from ..diagnostics.inducing_gain import inducing_gain
 from ..diagnostics.report import diagnose
 from ..models import GPR, SGPR
 from .bauer2016_common import Config
-from .common import Section, copy_kernel, quiet_fit, se_kernel
+from .common import Section, copy_kernel, quiet_fit, se_kernel, se_of
 from .plotting import new_figure, plot_regression_1d, save
 from .tables import Table
 
@@ -51,12 +52,12 @@ def snelson_fits(out: Path, cfg: Config) -> Section:
                   "exact log p(y) here", "noise variance", "lengthscale", "signal variance",
                   "effective M"])
     table.add("exact", None, exact.log_marginal_likelihood(), None, exact.log_marginal_likelihood(),
-              exact.noise_variance, float(exact.kernel.lengthscale), exact.kernel.variance, None)
+              exact.noise_variance, float(se_of(exact).lengthscale), se_of(exact).variance, None)
     Xs = np.linspace(*AXIS, 300)[:, None]
     em, ev = exact.predict(Xs, include_noise=True)
     Ms = cfg.snelson_M
     fig, axes = new_figure(len(Ms), 2, (10, 2.4 * len(Ms)), sharex=True, sharey=True)
-    noise = {"vfe": [], "fitc": []}
+    noise: dict[str, list[Any]] = {"vfe": [], "fitc": []}
     for row, M in enumerate(Ms):
         for col, approx in enumerate(("vfe", "fitc")):
             m = SGPR(X, y, kernel=se_kernel(), inducing_points=M, approximation=approx)
@@ -64,7 +65,7 @@ def snelson_fits(out: Path, cfg: Config) -> Section:
             rep = diagnose(m)
             noise[approx].append(m.noise_variance)
             table.add(approx.upper(), M, rep.objective, rep.upper_bound, rep.exact, m.noise_variance,
-                      float(m.kernel.lengthscale), m.kernel.variance, rep.effective_num_inducing)
+                      float(se_of(m).lengthscale), se_of(m).variance, rep.effective_num_inducing)
             mean, var = m.predict(Xs, include_noise=True)
             ax = axes[row, col]
             plot_regression_1d(ax, X, y, Xs, mean, var, m.inducing_points,

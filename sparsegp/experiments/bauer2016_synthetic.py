@@ -13,7 +13,7 @@ import numpy as np
 
 from ..models import GPR, SGPR
 from .bauer2016_common import Config
-from .common import Section, predictive_scores, quiet_fit, se_kernel
+from .common import Section, predictive_scores, quiet_fit, se_kernel, se_of
 from .plotting import new_figure, save
 from .tables import Table
 
@@ -50,7 +50,7 @@ def gp_sample_4d(out: Path, cfg: Config) -> Section:
                    "test NLPD", "test SMSE"])
     e_nlpd, e_smse, _ = predictive_scores(exact, Xs, ys)
     e_obj = exact.log_marginal_likelihood()
-    table.add("exact", N, e_obj, None, exact.noise_variance, float(exact.kernel.lengthscale),
+    table.add("exact", N, e_obj, None, exact.noise_variance, float(se_of(exact).lengthscale),
               e_nlpd, e_smse)
     series: dict[str, list[tuple[float, ...]]] = {"vfe": [], "fitc": []}
     for M in cfg.sample_M:
@@ -62,7 +62,7 @@ def gp_sample_4d(out: Path, cfg: Config) -> Section:
             nlpd, smse, _ = predictive_scores(m, Xs, ys)
             F = m.log_marginal_likelihood()
             table.add(approx.upper(), M, F, m.upper_bound(), m.noise_variance,
-                      float(m.kernel.lengthscale), nlpd, smse)
+                      float(se_of(m).lengthscale), nlpd, smse)
             series[approx].append((M, F, m.noise_variance, nlpd, smse))
     fig, axes = new_figure(2, 2, (10, 7), sharex=True)
     panels = [("objective (nats)", 1, e_obj), ("noise variance", 2, exact.noise_variance),

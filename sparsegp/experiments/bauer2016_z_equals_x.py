@@ -23,7 +23,7 @@ from ..diagnostics.report import diagnose
 from ..models import GPR, SGPR
 from .bauer2016_common import Config, ZxProtocol
 from .bauer2016_snelson import AXIS, overlay_exact, snelson
-from .common import Section, copy_kernel, quiet_fit, se_kernel
+from .common import Section, copy_kernel, quiet_fit, se_kernel, se_of
 from .plotting import new_figure, plot_regression_1d, save
 from .tables import Table
 
@@ -44,7 +44,7 @@ def _start(X: np.ndarray, y: np.ndarray, exact: GPR, approx: str, p: ZxProtocol)
     """Z = X (+ N(0, (p.perturb ℓ)²) noise, seeded) at the exact GP's hyperparameters."""
     Z = X.copy()
     if p.perturb > 0.0:
-        ell = float(exact.kernel.lengthscale)
+        ell = float(se_of(exact).lengthscale)
         Z = Z + p.perturb * ell * np.random.default_rng(p.seed).standard_normal(Z.shape)
     return SGPR(X, y, kernel=copy_kernel(exact), inducing_points=Z, approximation=approx,
                 noise_variance=exact.noise_variance)
@@ -78,7 +78,7 @@ def _optimise(m: SGPR, p: ZxProtocol) -> _Run:
 def _moved(m: SGPR, X: np.ndarray) -> float:
     """max |Δz| / ℓ between the sorted inducing inputs and the sorted data inputs (1-D)."""
     Z = np.sort(m.inducing_points[:, 0])
-    return float(np.max(np.abs(Z - np.sort(X[:, 0])))) / float(m.kernel.lengthscale)
+    return float(np.max(np.abs(Z - np.sort(X[:, 0])))) / float(se_of(m).lengthscale)
 
 
 def z_at_x(out: Path, cfg: Config) -> Section:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .bui2017_classification import (
     ClassificationConfig,
@@ -47,7 +48,7 @@ def synthetic_tasks(cfg: Config) -> list[Task]:
     n = cfg.synthetic_points // 2
     out = []
     for i in range(cfg.synthetic_sets):
-        common = dict(part="synthetic", dataset=f"gp{i:02d}", split=0,
+        common: dict[str, Any] = dict(part="synthetic", dataset=f"gp{i:02d}", split=0,
                       maxiter=cfg.maxiter_synthetic, n_train=n, points=cfg.synthetic_points)
         out.append(Task(M=0, method=EXACT, **common))
         out += [Task(M=M, method=m.name, **common) for M in cfg.synthetic_M for m in METHODS]
@@ -84,7 +85,7 @@ def run(out_dir: str | Path = "bui2017-results", quick: bool = False,
     store = Store(out, {**cfg.identity(), **ccfg.identity()})
     start = time.perf_counter()
     missing = missing_uci(data, cfg.uci_sets, cfg.splits)
-    grids = {"synthetic": synthetic_tasks(cfg),
+    grids: dict[str, list[Any]] = {"synthetic": synthetic_tasks(cfg),  # "classification": ClassificationTasks
              "regression": [] if missing else regression_tasks(cfg, data)}
     missing_cls = missing_classification(data, ccfg.datasets)
     grids["classification"] = [] if missing_cls else classification_tasks(ccfg, data)

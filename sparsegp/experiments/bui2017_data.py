@@ -46,7 +46,8 @@ def standardise(X: np.ndarray, y: np.ndarray, Xs: np.ndarray, ys: np.ndarray) ->
 def _inputs_and_lengthscales(index: int, points: int) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
     rng = np.random.default_rng([2017, index])
     X = rng.standard_normal((points, SYNTHETIC_DIM))
-    ell = np.exp(rng.uniform(*np.log(SYNTHETIC_LENGTHSCALES), SYNTHETIC_DIM))
+    low, high = np.log(SYNTHETIC_LENGTHSCALES)
+    ell = np.exp(rng.uniform(low, high, SYNTHETIC_DIM))
     return X, ell, rng
 
 

@@ -93,7 +93,7 @@ def synthetic_section(cfg: Config, tasks: Sequence[Task], rows: Sequence[Row], o
         sec.files.append(plot_synthetic(diffs, METHODS, cfg.synthetic_M, out / "synthetic.png",
                                         "Synthetic data: approximation − exact GP (mean ± s.e.)"))
         best_M = max(M for (_, M) in diffs["smll"]) if diffs["smll"] else None
-        for M in sorted({min(cfg.synthetic_M), best_M} - {None}):
+        for M in sorted({k for k in (min(cfg.synthetic_M), best_M) if k is not None}):
             scores = [(float(diffs["smll"][(m.name, M)].mean()), m.name) for m in METHODS
                       if (m.name, M) in diffs["smll"]]
             if scores:
@@ -101,7 +101,7 @@ def synthetic_section(cfg: Config, tasks: Sequence[Task], rows: Sequence[Row], o
                 sec.findings.append(f"M = {M}: lowest SMLL − GP is {name} ({v:+.4f}); "
                                     + ", ".join(f"{n} {s:+.4f}" for s, n in scores
                                                 if n in ("VFE", "PEP 0.5", "EP")))
-        vfe = np.concatenate([v for (n, _), v in diffs["nlml"].items() if n == "VFE"] or [[]])
+        vfe = np.concatenate([v for (n, _), v in diffs["nlml"].items() if n == "VFE"] or [np.zeros(0)])
         if vfe.size:
             sec.findings.append(f"VFE's NLML is above the exact GP's in {int((vfe >= 0).sum())} of "
                                 f"{vfe.size} runs (a bound: all, up to the optimiser)")

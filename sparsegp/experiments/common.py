@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -74,6 +74,11 @@ def quiet_fit(model: Any, maxiter: int, tol: float | None = None) -> Any:
 
 def se_kernel(lengthscale: Any = None, variance: Any = None, ard: bool = False) -> SquaredExponential:
     return SquaredExponential(lengthscale=lengthscale, variance=variance, ard=ard)
+
+
+def se_of(model: Any) -> SquaredExponential:
+    """A model's kernel, a squared exponential in these experiments (`se_kernel`)."""
+    return cast(SquaredExponential, model.kernel)
 
 
 def copy_kernel(model: Any) -> SquaredExponential:

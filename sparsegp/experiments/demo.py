@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -38,6 +39,7 @@ def run_demo(out_dir: str | Path = "sparsegp-demo", num_inducing: int = 12,
     rows = []
     for ax, (label, approx, alpha) in zip(axes.flat, METHODS):
         kernel = SquaredExponential()
+        model: GPR | SGPR
         if approx is None:
             model = GPR(X, y, kernel=kernel)
         else:
@@ -49,10 +51,10 @@ def run_demo(out_dir: str | Path = "sparsegp-demo", num_inducing: int = 12,
         rep = model.diagnostics()
         upper = None if approx is None else rep.upper_bound
         row = DemoRow(label, rep.objective, upper, rep.tight_upper_bound, model.noise_variance,
-                      float(model.kernel.lengthscale), seconds, rep.warnings)
+                      float(cast(SquaredExponential, model.kernel).lengthscale), seconds, rep.warnings)
         rows.append(row)
         mean, var = model.predict(Xs, include_noise=True)
-        Z = None if approx is None else model.inducing_points
+        Z = None if approx is None else cast(SGPR, model).inducing_points
         plot_regression_1d(ax, X, y, Xs, mean, var, Z,
                            f"{label}: objective {row.objective:.2f}, σ² = {row.noise_variance:.3f}")
     axes[0, 0].legend(loc="upper left", fontsize=8)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ import torch
 
 from ..models import GPSSM, BayesianGPLVM
 from ..models.latent import pca_latents
-from .common import DEFAULT_DATA_DIR, Section, experiment_main, experiment_parser, run_sections
+from .common import DEFAULT_DATA_DIR, Section, experiment_main, experiment_parser, run_sections, se_of
 from .plotting import new_figure, save
 from .randominputs_data import (
     SYSTEMS,
@@ -65,7 +66,7 @@ QUICK = Config(synthetic_n=150, mnist_n=200, M=15, maxiter=80, T=80, horizon=6, 
 def relevance(model: BayesianGPLVM) -> np.ndarray:
     """The spread of each latent dimension over its squared lengthscale (ARD relevance)."""
     spread = model.latent_mean.var(0) + model.latent_variance.mean(0)
-    return spread / np.broadcast_to(model.kernel.lengthscale, spread.shape) ** 2
+    return spread / np.broadcast_to(se_of(model).lengthscale, spread.shape) ** 2
 
 
 def gplvm_section(out: Path, cfg: Config, name: str, title: str, description: str,
@@ -77,7 +78,7 @@ def gplvm_section(out: Path, cfg: Config, name: str, title: str, description: st
     result = model.fit(maxiter=cfg.maxiter, progress=False)
     rel = relevance(model)
     order = np.argsort(rel)[::-1]
-    scaled = model.latent_mean / np.broadcast_to(model.kernel.lengthscale, rel.shape)
+    scaled = model.latent_mean / np.broadcast_to(se_of(model).lengthscale, rel.shape)
     pca = pca_latents(torch.as_tensor(Y, dtype=torch.float64), cfg.latent_dim).numpy()
     table = Table(f"{title}: leave-one-out 1-NN error of the labels in each embedding",
                   ["embedding", "2-D (top two dimensions)", f"all {cfg.latent_dim} dimensions"])
@@ -130,9 +131,10 @@ def gpssm_section(out: Path, cfg: Config, system: System) -> Section:
                   f"trained on {cfg.T} observations and forecast the next {cfg.horizon}; "
                   f"{cfg.repeats} independent sequences. The GPSSM's forecasts sample its "
                   "approximating process (1,000 trajectories).")
-    errors = {"GPSSM": [], "linear SSM": []}
-    nlpd = {"GPSSM": [], "linear SSM": []}
-    transition_rmse, first = [], None
+    errors: dict[str, list[np.ndarray]] = {"GPSSM": [], "linear SSM": []}
+    nlpd: dict[str, list[np.ndarray]] = {"GPSSM": [], "linear SSM": []}
+    transition_rmse: list[float] = []
+    first: tuple[GPSSM, np.ndarray, np.ndarray] | None = None
     for rep in range(cfg.repeats):
         states, Y = system.simulate(cfg.T + cfg.horizon, seed=rep)
         train, future = Y[: cfg.T], Y[cfg.T:, 0]
@@ -168,6 +170,7 @@ def gpssm_section(out: Path, cfg: Config, system: System) -> Section:
         f"{cfg.horizon}-step {rmse['GPSSM'][-1]:.3f} vs {rmse['linear SSM'][-1]:.3f}; "
         f"mean NLPD {np.mean(mean_nlpd['GPSSM']):.3f} vs {np.mean(mean_nlpd['linear SSM']):.3f}",
     ]
+    assert first is not None  # cfg.repeats ≥ 1 sequences
     sec.files.append(_transition_figure(out / f"gpssm_{system.name}.png", system, *first, rmse))
     return sec
 
@@ -219,7 +222,7 @@ def run(out: Path, quick: bool = False, data_dir: Path = DEFAULT_DATA_DIR,
         "iterations.", Y, labels, X)
     steps: list[tuple[Callable[[], Section], int]] = [(synthetic, 1), (lambda: _mnist(out, cfg,
                                                                                  data_dir), 2)]
-    steps += [(lambda s=s: gpssm_section(out, cfg, s), 1) for s in SYSTEMS]
+    steps += [(partial(gpssm_section, out, cfg, s), 1) for s in SYSTEMS]
     mode = "quick" if quick else "full"
     return run_sections(out, "Random-input GPs: the Bayesian GP-LVM and the GPSSM", mode,
                         steps, log)

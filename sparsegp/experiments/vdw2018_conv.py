@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,7 @@ def specs(task: str, cfg: Config, images: Images) -> list[Spec]:
             model = SVGP(X, y, kernel=SquaredExponential(), likelihood=Bernoulli(), inducing_points=X)
             return model.freeze("inducing_points")
 
-        common = dict(segment=cfg.segment, batch=cfg.batch, lr=0.01, evals=cfg.evals,
+        common: dict[str, Any] = dict(segment=cfg.segment, batch=cfg.batch, lr=0.01, evals=cfg.evals,
                       setting=(*setting, ("M", cfg.rect_M)))
         return [Spec(task, "invariant", rect(False), steps=cfg.rect_steps, **common),
                 Spec(task, "weighted", rect(True), steps=cfg.rect_steps, **common),
@@ -276,8 +277,9 @@ def run(out_dir: str | Path = "vdw2018-conv-results", quick: bool = False,
     # One torch thread: the work is elementwise on [Q, Q] blocks, and on a shared 2-core
     # machine two threads ran 4-9× slower than one (measured, rectangles, batch of 100).
     earlier = {t for t in TASKS if any((out / "checkpoints").glob(f"{t}-*.json"))}
-    steps = [((lambda t=t: task_section(t, cfg, folder, out, dev, log, progress, t in tasks)), 1)
-             for t in TASKS if t in tasks or t in earlier]
+    steps: list[tuple[Callable[[], Section], int]] = [
+        (partial(task_section, t, cfg, folder, out, dev, log, progress, t in tasks), 1)
+        for t in TASKS if t in tasks or t in earlier]
     mode = ("quick (200 training / 500 test images pooled to 14×14, 6 steps, small M)" if quick else
             "full (budgets of vdw2018_conv.FULL)")
     return run_sections(out, "van der Wilk (2018) ch. 5: convolutional Gaussian processes", mode,

@@ -100,9 +100,9 @@ class InducingFeature(Registered, Parameterised, ABC):
 
     @classmethod
     @abstractmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, **options: Any
-                  ) -> InducingFeature:
-        """A starting feature of `num_inducing` inducing variables for the inputs X [N, D]."""
+    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0) -> InducingFeature:
+        """A starting feature of `num_inducing` inducing variables for the inputs X [N, D]
+        (subclasses add their own keyword options, e.g. `method`)."""
 
     def extra_repr(self) -> str:
         return f"M={self.num_inducing}, D={self.input_dim}"
@@ -114,6 +114,8 @@ class PointSet(InducingFeature):
 
     #: What Z is called in error messages.
     points_name = "inducing points"
+
+    Z: Tensor
 
     def __init__(self, Z: Any) -> None:
         super().__init__()

@@ -33,6 +33,9 @@ class SumOfDeltas(InducingFeature):
         (6, 200)
     """
 
+    Z: Tensor
+    weights: Tensor
+
     def __init__(self, Z: Any, weights: Any) -> None:
         super().__init__()
         Z = checked_array(Z, "Z", 3)

@@ -51,6 +51,10 @@ class Fourier(InducingFeature):
         (6, 6)
     """
 
+    frequencies: Tensor
+    phases: Tensor
+    centres: Tensor  # a parameter for time–frequency features, a buffer otherwise
+
     def __init__(self, frequencies: Any, widths: Any, centres: Any = None, phases: Any = None
                  ) -> None:
         super().__init__()
@@ -123,7 +127,7 @@ class Fourier(InducingFeature):
             super().set_locations(Z)
         self.set_value("centres", Z)
 
-    def extended(self, Z: Tensor) -> Fourier:
+    def extended(self, Z: Tensor) -> InducingFeature:
         """Time–frequency features only: windows at Z with ω = 0, φ = 0 and widths 1e-6 of the
         current mean width, inducing points up to O(1e-12) in the covariances."""
         if not self.time_frequency:

@@ -39,6 +39,8 @@ class Multiscale(InducingFeature):
         (8, 1)
     """
 
+    Z: Tensor
+
     def __init__(self, Z: Any, scales: Any) -> None:
         super().__init__()
         Z = checked_array(Z, "Z", 2)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -27,6 +28,8 @@ class Separate(InducingFeature):
         ([3, 5], 5)
     """
 
+    features: Sequence[InducingFeature]
+
     def __init__(self, features: list[InducingFeature]) -> None:
         super().__init__()
         features = list(features)
@@ -35,7 +38,7 @@ class Separate(InducingFeature):
                             "per output)")
         if any(isinstance(f, Separate) for f in features):
             raise TypeError("Separate features cannot be nested")
-        self.features = nn.ModuleList(features)
+        self.features = cast("Sequence[InducingFeature]", nn.ModuleList(features))
 
     @property
     def blocks(self) -> list[int]:
@@ -74,3 +77,8 @@ class Separate(InducingFeature):
 
     def extra_repr(self) -> str:
         return f"blocks={self.blocks}"
+
+
+def separate_features(feature: InducingFeature) -> list[InducingFeature] | None:
+    """The features of a `Separate` feature, else None."""
+    return list(feature.features) if isinstance(feature, Separate) else None

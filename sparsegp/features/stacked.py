@@ -9,7 +9,8 @@ default: one full covariance) or not (`SVGP(..., mean_field=True)`).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -36,6 +37,9 @@ class Stacked(InducingFeature):
         ((7, 7), True)
     """
 
+    #: The parts: an `nn.ModuleList` (so that they are submodules), typed as the features it holds.
+    features: Sequence[InducingFeature]
+
     def __init__(self, features: list[InducingFeature]) -> None:
         super().__init__()
         features = list(features)
@@ -44,7 +48,7 @@ class Stacked(InducingFeature):
                             "a sum of kernels)")
         if any(isinstance(f, Stacked) for f in features):
             raise TypeError("Stacked features cannot be nested")
-        self.features = nn.ModuleList(features)
+        self.features = cast("Sequence[InducingFeature]", nn.ModuleList(features))
 
     @property
     def blocks(self) -> list[int]:

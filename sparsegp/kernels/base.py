@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -136,15 +137,18 @@ def _short(t: Tensor) -> str:
 class Combination(Kernel):
     """Kernels combined elementwise; nested combinations of the same kind are flattened."""
 
+    #: The parts: an `nn.ModuleList` (so that they are submodules), typed as the kernels it holds.
+    kernels: Sequence[Kernel]
+
     def __init__(self, kernels: list[Kernel]) -> None:
         super().__init__()
         flat: list[Kernel] = []
         for k in kernels:
             if not isinstance(k, Kernel):
                 raise TypeError(f"{type(self).__name__} takes kernels; got {type(k).__name__}")
-            flat.extend(k.kernels if type(k) is type(self) else [k])
-        self.kernels = nn.ModuleList(flat)
-        dims = {k.input_dim for k in flat} - {None}
+            flat.extend(k.kernels if isinstance(k, Combination) and type(k) is type(self) else [k])
+        self.kernels = cast("Sequence[Kernel]", nn.ModuleList(flat))
+        dims = {k.input_dim for k in flat if k.input_dim is not None}
         if len(dims) > 1:
             raise ValueError(f"the kernels require inputs of different dimensions {sorted(dims)}")
         self.input_dim = dims.pop() if dims else None
@@ -181,10 +185,10 @@ class Sum(Combination):
     """
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        return sum(k.K(X, X2) for k in self.kernels)
+        return cast(Tensor, sum(k.K(X, X2) for k in self.kernels))
 
     def K_diag(self, X: Tensor) -> Tensor:
-        return sum(k.K_diag(X) for k in self.kernels)
+        return cast(Tensor, sum(k.K_diag(X) for k in self.kernels))
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         for k in self.kernels:
@@ -209,10 +213,10 @@ class Product(Combination):
     """
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        return math.prod(k.K(X, X2) for k in self.kernels)
+        return cast(Tensor, math.prod(k.K(X, X2) for k in self.kernels))
 
     def K_diag(self, X: Tensor) -> Tensor:
-        return math.prod(k.K_diag(X) for k in self.kernels)
+        return cast(Tensor, math.prod(k.K_diag(X) for k in self.kernels))
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         for k in self.kernels:

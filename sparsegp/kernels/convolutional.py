@@ -64,6 +64,8 @@ class Convolutional(Kernel):
     (576, 25)
     """
 
+    weights: Tensor  # a parameter only when `weighted`
+
     def __init__(self, base_kernel: Kernel, image_shape: Any, patch_shape: Any,
                  weighted: bool = False, channels: int = 1, weights: Any = None,
                  multichannel: bool = False) -> None:
@@ -113,12 +115,12 @@ class Convolutional(Kernel):
         return math.prod(self.patch_shape)
 
     @property
-    def input_dim(self) -> int:
+    def input_dim(self) -> int:  # type: ignore[override]  # read-only here: fixed by the image shape
         """H·W·C pixels per image (the columns of X)."""
         return math.prod(self.image_shape) * self.channels
 
     @property
-    def evaluation_cost(self) -> int:
+    def evaluation_cost(self) -> int:  # type: ignore[override]  # read-only here: fixed by the patches
         """Base-kernel evaluations in one k_f(x, x'): Q² (Q²/C multi-channel)."""
         return self.num_patches ** 2 // self.groups
 

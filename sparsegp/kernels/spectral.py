@@ -16,7 +16,7 @@ from .base import Kernel
 from .stationary import Matern12, Matern32, Matern52, SquaredExponential
 
 #: 2ν, the Student-t degrees of freedom of each Matérn kernel's spectral density.
-_MATERN_DOF = {Matern12: 1.0, Matern32: 3.0, Matern52: 5.0}
+_MATERN_DOF: dict[type[Kernel], float] = {Matern12: 1.0, Matern32: 3.0, Matern52: 5.0}
 
 
 def spectral_samples(kernel: Kernel, num: int, dim: int, generator: torch.Generator) -> Tensor:

@@ -11,6 +11,7 @@ import math
 from abc import abstractmethod
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -97,7 +98,7 @@ class Stationary(Kernel):
         self._assign("lengthscale", v)
 
     @property
-    def variance(self) -> float:
+    def variance(self) -> float | np.ndarray:
         return as_user_value(self.value("variance"))
 
     @variance.setter

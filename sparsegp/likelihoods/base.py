@@ -56,6 +56,7 @@ class Likelihood(Registered, Parameterised, ABC):
 
     num_latent: int = 1
     registry = Registry("likelihood")
+    quadrature_points: int
 
     def __init__(self, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__()

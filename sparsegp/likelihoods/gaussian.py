@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -46,7 +47,7 @@ class Gaussian(Likelihood):
         self._add_positive("variance", variance, NOISE_FLOOR)
 
     @property
-    def variance(self) -> float:
+    def variance(self) -> float | np.ndarray:
         return as_user_value(self.value("variance"))
 
     @variance.setter

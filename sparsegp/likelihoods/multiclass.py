@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -70,6 +70,13 @@ class MultiClass(Likelihood):
         >>> m.predict_proba(X[:5]).shape
         (5, 3)
     """
+
+    num_classes: int
+    link: str
+    epsilon: float
+    num_samples: int
+    seed: int
+    base_samples: Tensor | None  # a buffer [S, C] for the softmax link, None for robustmax
 
     def __init__(self, num_classes: int, link: str = "softmax", epsilon: float = 1e-3,
                  num_samples: int = DEFAULT_SAMPLES, seed: int = 0,
@@ -146,7 +153,7 @@ class MultiClass(Likelihood):
         """E_{f ~ N(mean, diag var)}[log p(y | f)]: softmax by Monte Carlo, robustmax by
         quadrature (see the class docstring). Shapes: mean, var [..., N, C], y [N] -> [..., N]."""
         if self.link == "softmax":
-            total = sum(self.log_prob(f, y).sum(0) for f in self._samples(mean, var))
+            total = cast(Tensor, sum(self.log_prob(f, y).sum(0) for f in self._samples(mean, var)))
             return total / self.num_samples
         P = self._prob_argmax(mean, var, y)
         log_miss = math.log(self.epsilon / (self.num_classes - 1))
@@ -166,7 +173,7 @@ class MultiClass(Likelihood):
         """Predictive class probabilities p_c = E[p(y* = c | f)] and their variances
         p_c(1 − p_c). Shapes: mean, var [..., N, C] -> two [..., N, C]."""
         if self.link == "softmax":
-            total = sum(torch.softmax(f, dim=-1).sum(0) for f in self._samples(mean, var))
+            total = cast(Tensor, sum(torch.softmax(f, dim=-1).sum(0) for f in self._samples(mean, var)))
             p = total / self.num_samples
         else:
             classes = torch.arange(self.num_classes, device=mean.device)
@@ -183,6 +190,7 @@ class MultiClass(Likelihood):
     # -- numerical integration ------------------------------------------------------------
     def _samples(self, mean: Tensor, var: Tensor) -> Iterator[Tensor]:
         """Chunks f = m + √v ⊙ z [s, ..., N, C] of the fixed base samples (dtype/device of mean)."""
+        assert self.base_samples is not None  # the softmax link, the only one sampled, has them
         z = self.base_samples.to(dtype=mean.dtype, device=mean.device)
         sd = torch.sqrt(var)
         step = max(1, _CHUNK_ELEMENTS // max(1, torch.broadcast_shapes(mean.shape, var.shape).numel()))

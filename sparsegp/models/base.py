@@ -23,7 +23,7 @@ import warnings
 from abc import ABC, abstractmethod
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -103,6 +103,11 @@ class Model(Registered, Parameterised, ABC):
     registry = MODELS
     saves_data_by_default = False
     shards_data = False  # True: X, y are this rank's shard when torch.distributed is running
+
+    kernel: Kernel
+    mean: Mean
+    x_shift: Tensor  # buffers [D]: X is stored as (X − x_shift)/x_scale
+    x_scale: Tensor
 
     def __init__(self, X: Any, y: Any, *, dtype: torch.dtype | None, standardize_X: bool,
                  **arguments: Any) -> None:
@@ -313,6 +318,12 @@ class Model(Registered, Parameterised, ABC):
         check_columns(Xnew, self.feature_names, name)
         X = as_inputs(Xnew, name, num_features=self.input_dim, dtype=self.dtype, device=self.device)
         return (X.to(PARAMETER_DTYPE) - self.x_shift) / self.x_scale
+
+    @overload
+    def _output(self, a: Tensor, b: Tensor, /) -> tuple[np.ndarray, np.ndarray]: ...
+
+    @overload
+    def _output(self, a: Tensor, /) -> tuple[np.ndarray]: ...
 
     def _output(self, *tensors: Tensor) -> tuple[np.ndarray, ...]:
         """Tensors as numpy arrays in the model's dtype."""

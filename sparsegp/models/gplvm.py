@@ -27,7 +27,7 @@ from ..objectives.gplvm import (
 )
 from ..objectives.psi import sample_rule
 from ..objectives.svgp import whitened_kl
-from ..parameters import Parameterised, as_user_value
+from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
 from ..training import fit_lbfgsb
 from ..validation import as_tensor, check_finite
@@ -55,6 +55,9 @@ class BayesianGPLVM(LatentInputModel):
     >>> m.latent_mean.shape
     (60, 2)
     """
+
+    X_mean: Tensor  # a parameter: the means of q(x_n) [N, Q]
+    y_shift: Tensor  # a buffer [D]: y is stored as Y − y_shift
 
     def __init__(self, Y: Any, latent_dim: int = 2, inducing_points: Any = None,
                  kernel: Kernel | None = None, noise_variance: Any = None, *,
@@ -109,15 +112,15 @@ class BayesianGPLVM(LatentInputModel):
     @property
     def latent_mean(self) -> np.ndarray:
         """μ [N, Q]: the means of q(x_n)."""
-        return as_user_value(self.X_mean)
+        return as_user_array(self.X_mean)
 
     @property
     def latent_variance(self) -> np.ndarray:
         """S [N, Q]: the variances of q(x_n)."""
-        return as_user_value(self.value("X_variance"))
+        return as_user_array(self.value("X_variance"))
 
     @property
-    def noise_variance(self) -> float:
+    def noise_variance(self) -> float | np.ndarray:
         return as_user_value(self.value("noise_variance"))
 
     @noise_variance.setter
@@ -213,6 +216,8 @@ class BayesianGPLVM(LatentInputModel):
 
 class _NewLatents(Parameterised):
     """q(x*) for new rows: the bound on log p(Y, Ynew) with everything but (μ*, S*) fixed."""
+
+    X_mean: Tensor  # a parameter: μ* [N*, Q]
 
     def __init__(self, model: BayesianGPLVM, Yn: Tensor, mu: Tensor, S: Tensor,
                  fixed: PsiSums, L: Tensor) -> None:

@@ -19,7 +19,7 @@ from ..kernels.base import Kernel
 from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
 from ..objectives.gpssm import emission_term, entropy, initial_term, transition_sums
 from ..objectives.svgp import whitened_kl
-from ..parameters import as_user_value
+from ..parameters import as_user_array
 from ..validation import as_tensor, check_finite
 from .base import check_jitter
 from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents, positive_int
@@ -46,6 +46,10 @@ class GPSSM(LatentInputModel):
     >>> m = sg.GPSSM(np.array(x)[:, None], state_dim=1, inducing_points=8, emission=[[1.0]])
     >>> _ = m.fit(maxiter=50); mean, var = m.transition(np.linspace(-1, 1, 5)[:, None])
     """
+
+    X_mean: Tensor  # parameters: the means of q(x_t) [T, Q] and the emission C [P, Q], d [P]
+    C: Tensor
+    d: Tensor
 
     def __init__(self, Y: Any, state_dim: int = 1, inducing_points: Any = None,
                  kernel: Kernel | None = None, *, emission: Any = None,
@@ -107,24 +111,24 @@ class GPSSM(LatentInputModel):
     @property
     def state_mean(self) -> np.ndarray:
         """μ [T, Q]: the means of q(x_t)."""
-        return as_user_value(self.X_mean)
+        return as_user_array(self.X_mean)
 
     @property
     def state_variance(self) -> np.ndarray:
-        return as_user_value(self.value("X_variance"))
+        return as_user_array(self.value("X_variance"))
 
     @property
     def process_noise(self) -> np.ndarray:
-        return as_user_value(self.value("process_noise"))
+        return as_user_array(self.value("process_noise"))
 
     @property
     def emission_noise(self) -> np.ndarray:
-        return as_user_value(self.value("emission_noise"))
+        return as_user_array(self.value("emission_noise"))
 
     @property
     def emission(self) -> tuple[np.ndarray, np.ndarray]:
         """(C [P, Q], d [P])."""
-        return as_user_value(self.C), as_user_value(self.d)
+        return as_user_array(self.C), as_user_array(self.d)
 
     # -- the bound ------------------------------------------------------------------------
     def _transitions(self, steps: Tensor | None = None) -> PsiSums:
@@ -232,7 +236,7 @@ class _MinibatchTransitions(nn.Module):
     def elbo(self, steps: Tensor, _: Tensor, q_mu: Tensor | None = None,
              q_sqrt: Tensor | None = None) -> Tensor:
         m = self.model
-        L, _ = Kuu_cholesky(m.feature, m.kernel, m.jitter)
+        L = Kuu_cholesky(m.feature, m.kernel, m.jitter)[0]
         q = WhitenedGaussian(self.q_mu if q_mu is None else q_mu,
                              (self.q_sqrt if q_sqrt is None else q_sqrt).tril())
         batch = (uncollapsed_data_term(m._transitions(steps), L, m.value("process_noise"), q)

@@ -4,7 +4,7 @@ argument, the feature it becomes, and the views of it in the units of X."""
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import Tensor
@@ -19,6 +19,11 @@ from ..kernels.base import Kernel, Sum
 from ..kernels.convolutional import Convolutional
 from ..kernels.separate import separate_parts
 from ..validation import as_inputs, check_columns
+
+if TYPE_CHECKING:  # the mixin's methods use the model's attributes
+    from .base import Model as _MixinBase
+else:
+    _MixinBase = object
 
 DEFAULT_NUM_INDUCING = 100
 
@@ -88,11 +93,13 @@ def default_feature(kernel: Kernel, X: Tensor, M: int, method: str, seed: int) -
     return InducingPoints.from_data(X, M, seed=seed, method=method)
 
 
-class InducingMixin:
+class InducingMixin(_MixinBase):
     """The inducing feature in `self.feature` (internal units) and its views in the units of X.
 
     For `Model` subclasses: list it first among the bases.
     """
+
+    feature: InducingFeature
 
     @property
     def _aliases(self) -> dict[str, str]:

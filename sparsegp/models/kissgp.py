@@ -58,6 +58,10 @@ class KISSGP(GPModel):
         ((5,), (5,))
     """
 
+    kernel: RadialKernel  # checked by _configure
+    grid_start: Tensor  # buffers [D]
+    grid_spacing: Tensor
+
     def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, grid_size: Any = 100,
                  noise_variance: Any = None, *, num_probes: int = 10,
                  preconditioner_rank: int = 50, cg_tolerance: float = 1e-6,
@@ -71,7 +75,8 @@ class KISSGP(GPModel):
                          lanczos_rank=lanczos_rank, seed=seed, mean=mean, jitter=0.0,
                          standardize_y=standardize_y)
 
-    def _configure(self, X: Tensor, *, grid_size: Any, num_probes: int,
+    # each model takes its own constructor arguments, passed on from __init__ by keyword
+    def _configure(self, X: Tensor, *, grid_size: Any, num_probes: int,  # type: ignore[override]
                    preconditioner_rank: int, cg_tolerance: float, max_cg_iterations: int,
                    lanczos_rank: int, seed: int, kernel: Kernel | None = None, **arguments: Any
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -186,7 +191,8 @@ class KISSGP(GPModel):
                                      self.sizes, saved["a"], saved["C"],
                                      saved["noise_variance"], self.prior_mean())
 
-    def fit(self, maxiter: int = 300, lr: float = 0.05, progress: bool | None = None,
+    # Adam's step size where Model.fit takes L-BFGS-B's tolerance
+    def fit(self, maxiter: int = 300, lr: float = 0.05, progress: bool | None = None,  # type: ignore[override]
             callback: Any = None, diagnose: bool = False) -> FitResult:
         """`maxiter` Adam steps (`lr`) on the evidence with fresh probe vectors per step, whose
         gradient is an unbiased estimate (Gardner et al. 2018): the trace term's estimate has

@@ -19,7 +19,7 @@ from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, optimal_q
-from ..parameters import Parameterised, as_user_value
+from ..parameters import Parameterised, as_user_array
 from ..posteriors import SparsePosterior
 from ..registry import Registered
 from ..threads import threads_for
@@ -92,6 +92,9 @@ class LatentInputModel(Registered, Parameterised, ABC):
     registry = MODELS
     saves_data_by_default = True  # Y is what the latent points explain: keep it
 
+    kernel: Kernel
+    feature: InducingPoints
+
     def _build_common(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         self._config = dict(config)
         self.kernel = parts["kernel"].to(dtype=PARAMETER_DTYPE)
@@ -116,7 +119,7 @@ class LatentInputModel(Registered, Parameterised, ABC):
     @property
     def inducing_points(self) -> np.ndarray:
         """Z [M, Q]: the inducing inputs in the latent space."""
-        return as_user_value(self.feature.Z)
+        return as_user_array(self.feature.Z)
 
     @property
     def num_inducing(self) -> int:

@@ -112,7 +112,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
         raise ValueError(f"{path} has format version {version!r}; this sparsegp "
                          f"({__version__}) reads version {FORMAT_VERSION}{hint}")
     try:
-        cls = MODELS.get(payload["class"])
+        cls: Any = MODELS.get(payload["class"])  # a Model or LatentInputModel subclass
         model = cls._restore(payload["config"], payload["state_dict"])
         model.load_state_dict(payload["state_dict"])
         if payload["data"] is not None:

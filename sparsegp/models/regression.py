@@ -32,6 +32,10 @@ class GPModel(Model):
     #: noise; NaN marks a missing output): SGPR says yes
     multi_output = False
 
+    y_shift: Tensor  # buffers: y is stored as (y − y_shift)/y_scale
+    y_scale: Tensor
+    noise_codes: Tensor | None  # buffer [N]: the noise variance of every point, or None
+
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
                          standardize_y: bool = False, noise_variance: Any = None,
                          noise_groups: Any = None, mean: Any = None, **arguments: Any

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -66,11 +66,12 @@ class SGPC(InducingMixin, Model):
                          likelihood=likelihood, mean=mean, jitter=jitter, damping=damping,
                          chunk_size=chunk_size, inducing_init=inducing_init, seed=seed)
 
-    def _configure(self, X: Tensor, *, inducing_points: Any, alpha: float, link: str,
+    # each model takes its own constructor arguments, passed on from __init__ by keyword
+    def _configure(self, X: Tensor, *, inducing_points: Any, alpha: float, link: str,  # type: ignore[override]
                    likelihood: Likelihood | None, damping: float, chunk_size: int | None,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
                    **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        alpha = family("pep", alpha).alpha
+        alpha = cast(float, family("pep", alpha).alpha)  # Power EP's member has its power
         if not (isinstance(damping, numbers.Real) and 0.0 < damping <= 1.0):
             raise ValueError(f"damping must lie in (0, 1]; got {damping!r}")
         if likelihood is None:
@@ -159,7 +160,8 @@ class SGPC(InducingMixin, Model):
         with threads_for(self.evaluation_work()):
             return schedules.site_sweeps(self, max_sweeps, tol, batch)
 
-    def fit(self, maxiter: int = 20, tol: float = 1e-6, progress: bool | None = None,
+    # `tol` is the EP energy's tolerance (a number, not L-BFGS-B's optional one); EP's own options
+    def fit(self, maxiter: int = 20, tol: float = 1e-6, progress: bool | None = None,  # type: ignore[override]
             callback: Any = None, *, schedule: str = "full", inner_maxiter: int = 50,
             max_sweeps: int = 200, batch_size: int = 256, epochs: int = 50, lr: float = 0.01,
             sweeps_per_batch: int = 2, seed: int = 0) -> FitResult:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .. import covariances as cov
 from ..config import DEFAULT_JITTER
 from ..kernels.base import Kernel
 from ..kernels.separate import separate_parts
@@ -82,6 +83,8 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
     shards_data = True
     multi_output = True
 
+    block_codes: Tensor | None  # buffer [N]: the block of every point (block Power EP), or None
+
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, inducing_points: Any = None,
         approximation: str = "vfe", alpha: Any = None, noise_variance: Any = None, *,
@@ -98,7 +101,8 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
                          chunk_size=chunk_size, compute_dtype=compute_dtype,
                          inducing_init=inducing_init, seed=seed, standardize_y=standardize_y)
 
-    def _configure(self, X: Tensor, *, inducing_points: Any, approximation: str,
+    # each model takes its own constructor arguments, passed on from __init__ by keyword
+    def _configure(self, X: Tensor, *, inducing_points: Any, approximation: str,  # type: ignore[override]
                    alpha: Any, blocks: Any, chunk_size: int | None, compute_dtype: Any,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
                    mixing: Any = None, **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -239,9 +243,9 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
                                self.prior_mean())
 
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
-        if "parts" in saved:
-            return SeparatePosterior.from_state(list(self.kernel.kernels),
-                                                list(self.feature.features), saved)
+        pairs = cov.separate_pairs(self.feature, self.kernel)
+        if pairs is not None:
+            return SeparatePosterior.from_state(pairs, saved)
         if "mixing" in saved:
             return CoregionalPosterior.from_state(self.kernel, self.feature, saved)
         return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())

@@ -37,6 +37,9 @@ EXACT_MAX_DATA = 2000
 class SpectralBasis(nn.Module):
     """R spectral pairs: ω = ε/ℓ from fixed draws ε (RFF), or free frequencies ω (SSGP)."""
 
+    frequencies: Tensor  # a parameter when free
+    epsilon: Tensor  # a buffer otherwise
+
     def __init__(self, epsilon: Tensor, free: bool) -> None:
         super().__init__()
         self.free = bool(free)
@@ -117,7 +120,8 @@ class RFF(GPModel):
                          mean=mean, jitter=0.0, chunk_size=chunk_size,
                          standardize_y=standardize_y)
 
-    def _configure(self, X: Tensor, *, num_features: Any, seed: int, chunk_size: int | None,
+    # each model takes its own constructor arguments, passed on from __init__ by keyword
+    def _configure(self, X: Tensor, *, num_features: Any, seed: int, chunk_size: int | None,  # type: ignore[override]
                    **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         if (isinstance(num_features, bool) or not isinstance(num_features, numbers.Integral)
                 or num_features < 1):

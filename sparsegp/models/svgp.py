@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -16,7 +16,6 @@ from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
-from ..kernels.separate import separate_parts
 from ..likelihoods import Bernoulli, Gaussian
 from ..likelihoods.base import Likelihood
 from ..means import Zero, as_mean
@@ -87,7 +86,8 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                          inducing_init=inducing_init, seed=seed, mean_field=mean_field,
                          mixing=mixing)
 
-    def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,
+    # each model takes its own constructor arguments, passed on from __init__ by keyword
+    def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,  # type: ignore[override]
                    whiten: bool, num_latent: int | None, chunk_size: int | None,
                    inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
                    mean_field: bool = False, mixing: Any = None, **arguments: Any
@@ -136,15 +136,16 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         self.q_mu = nn.Parameter(torch.zeros(M, C, dtype=PARAMETER_DTYPE))
         self.q_sqrt = nn.Parameter(torch.eye(M, dtype=PARAMETER_DTYPE).expand(C, M, M).clone())
         self._declare_mixing(config.get("mixing"))  # W [P, L] of the LMC, or None
-        kernels = separate_parts(self.kernel)
-        if kernels is not None:
-            if len(kernels) != C:
-                raise ValueError(f"kernels.Separate has {len(kernels)} kernels for {C} latent "
+        pairs = cov.separate_pairs(self.feature, self.kernel)
+        if pairs is not None:
+            if len(pairs) != C:
+                raise ValueError(f"kernels.Separate has {len(pairs)} kernels for {C} latent "
                                  "functions: give one per latent function (output)")
-            if not self.whiten or len(set(self.feature.blocks)) > 1:
+            blocks = [f.num_inducing for f, _ in pairs]
+            if not self.whiten or len(set(blocks)) > 1:
                 raise ValueError("kernels.Separate in SVGP needs whiten=True and the same number "
                                  f"of inducing variables per latent function; got whiten="
-                                 f"{self.whiten}, {self.feature.blocks}")
+                                 f"{self.whiten}, {blocks}")
 
     def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
         self._initialise_mixing(mixing)
@@ -197,7 +198,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
              q_sqrt: Tensor | None = None) -> Tensor:
         """The ELBO (total, not per datum): on all data, or an unbiased estimate from the
         minibatch (X, y) in internal units. q(u) may be overridden (natural gradients)."""
-        X, y = (self.X, self.y) if X is None else (X, y)
+        X, y = (self.X, self.y) if X is None else (X, cast(Tensor, y))  # a minibatch comes with its y
         return objective.elbo(self.kernel, self.feature, self.likelihood, X, y,
                               self._cholesky_kuu(), self.q_mu if q_mu is None else q_mu,
                               self._root(self.q_sqrt if q_sqrt is None else q_sqrt), self.whiten,
@@ -209,7 +210,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         if not self.mean_field:
             return q_sqrt
         mask = torch.block_diag(*(torch.ones(m, m, dtype=q_sqrt.dtype, device=q_sqrt.device)
-                                  for m in self.feature.blocks))
+                                  for m in cast(Stacked, self.feature).blocks))  # mean_field: Stacked
         return q_sqrt.tril() * mask
 
     def _objective(self) -> Tensor:
@@ -237,7 +238,8 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
                                      self.q_mu, self.q_sqrt, gamma)
 
-    def fit(self, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,
+    # minibatch options first: SVGP trains by other means than the L-BFGS-B of Model.fit
+    def fit(self, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,  # type: ignore[override]
             natgrad: bool = True, gamma: float | None = None, maxiter: int = 1000,
             data: Any = None, progress: bool | None = None, seed: int = 0,
             callback: Any = None) -> FitResult:
@@ -285,21 +287,20 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     # -- persistence ----------------------------------------------------------------------
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
-        if "parts" in saved:
-            return SeparatePosterior.from_state(list(self.kernel.kernels),
-                                                list(self.feature.features), saved,
-                                                self.prior_mean())
+        pairs = cov.separate_pairs(self.feature, self.kernel)
+        if pairs is not None:
+            return SeparatePosterior.from_state(pairs, saved, self.prior_mean())
         return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())
 
     # -- prediction -----------------------------------------------------------------------
     def _build_posterior(self) -> Posterior:
         L = self._cholesky_kuu()
         q = conditionals.from_parameters(L, self.q_mu, self._root(self.q_sqrt), self.whiten)
-        kernels = separate_parts(self.kernel)
-        if kernels is not None:
+        pairs = cov.separate_pairs(self.feature, self.kernel)
+        if pairs is not None:
             zero = torch.zeros((), dtype=L.dtype, device=L.device)
             parts = [SparsePosterior(k, f, L[c], q.column(c), zero, self.jitter)
-                     for c, (k, f) in enumerate(zip(kernels, self.feature.features))]
+                     for c, (f, k) in enumerate(pairs)]
             return SeparatePosterior(parts, zero, self.prior_mean())
         return SparsePosterior(self.kernel, self.feature, L, q,
                                torch.zeros((), dtype=L.dtype, device=L.device), self.jitter,
@@ -389,12 +390,12 @@ class _CollapsedBound:
             bound = collapsed_objective(problem)
         else:  # one noise per output: the outputs' bounds one by one, each on its points
             observed = ~torch.isnan(m.y)
-            kernels = separate_parts(m.kernel)
-            bound = sum(collapsed_objective(problem._replace(
+            pairs = cov.separate_pairs(m.feature, m.kernel)
+            bound = cast(Tensor, sum(collapsed_objective(problem._replace(
                 X=m.X[observed[:, p]], y=m.y[observed[:, p], p], noise=noise[p],
-                kernel=m.kernel if kernels is None else kernels[p],
-                feature=m.feature if kernels is None else m.feature.features[p]))
-                for p in range(m.y.shape[1]))
+                feature=m.feature if pairs is None else pairs[p][0],
+                kernel=m.kernel if pairs is None else pairs[p][1]))
+                for p in range(m.y.shape[1])))
         return -(bound + m.log_prior())
 
     def summary(self) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -111,7 +111,8 @@ class BlockPowerEPStream(RecomputedStream):
     """Σ over runs of whole blocks of ([A c; cᵀ s_y], s_loglam, s_d, s_pen) (module docstring);
     columns (X, y, block ids, α per row, σ² per row); outputs laid out as `PowerEPStream`'s."""
 
-    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, ids: Tensor, alpha: Tensor,
+    # its extra columns: the block ids, α and σ² of every point
+    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, ids: Tensor, alpha: Tensor,  # type: ignore[override]
              noise: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One run's sums as a differentiable function of the kernel, feature, L, y and σ²."""
         M = self.M
@@ -129,7 +130,7 @@ class BlockPowerEPStream(RecomputedStream):
             first = starts[sizes == s]
             rows = first[:, None] + torch.arange(s, device=first.device)  # [nb, s]
             Kbb = (self.kernel.K_diag(Xb[rows[:, 0]]).to(L.dtype)[:, None, None] if s == 1
-                   else Kff[rows[:, :, None], rows[:, None, :]])
+                   else cast(Tensor, Kff)[rows[:, :, None], rows[:, None, :]])  # a run with s > 1
             ab = a[:, rows].permute(1, 2, 0)  # [nb, s, M]
             D = Kbb - ab @ ab.mT
             D = 0.5 * (D + D.mT)

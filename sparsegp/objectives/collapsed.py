@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -25,14 +25,15 @@ from ..chunking import auto_chunk_size
 from ..conditionals import WhitenedGaussian, from_precision
 from ..covariances import cross_covariance
 from ..distributed import global_sum
+from ..features.base import InducingFeature
 from ..kernels.base import Kernel
-from ..kernels.separate import separate_parts
+from ..kernels.separate import Separate
 from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower, solve_lower_t
 from ..means import Mean
 from .blocks import Blocking, BlockPowerEPStream
 from .heteroscedastic import PointNoiseStream
 from .statistics import PowerEPStream, WhitenedStream
-from .streaming import streamed_sum
+from .streaming import Stream, streamed_sum
 
 APPROXIMATIONS = ("vfe", "fitc", "dtc", "pep")
 
@@ -108,7 +109,7 @@ class CollapsedProblem(NamedTuple):
     statistics are those of the residual y − m(X) (`targets`)."""
 
     kernel: Kernel
-    feature: object
+    feature: InducingFeature
     X: Tensor
     y: Tensor
     noise: Tensor
@@ -136,15 +137,13 @@ def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedP
     (the objective is the sum of the parts': the independent outputs' joint density with
     each output's missing entries marginalised out). With a `kernels.Separate` kernel, one
     part per output with its own kernel and inducing feature."""
-    kernels = separate_parts(p.kernel)
-    if kernels is not None:  # independent outputs with a kernel and inducing variables each
-        features = p.feature.features
-        if p.y.dim() != 2 or p.y.shape[1] != len(kernels) or len(features) != len(kernels):
-            raise ValueError(f"kernels.Separate has {len(kernels)} kernels and the inducing "
-                             f"features {len(features)}: y needs one column per kernel; got "
-                             f"shape {tuple(p.y.shape)}")
-        parts = []
-        for j, (k, f) in enumerate(zip(kernels, features)):
+    pairs = cov.separate_pairs(p.feature, p.kernel)
+    parts: list[tuple[list[int] | None, CollapsedProblem]] = []
+    if pairs is not None:  # independent outputs with a kernel and inducing variables each
+        if p.y.dim() != 2 or p.y.shape[1] != len(pairs):
+            raise ValueError(f"kernels.Separate has {len(pairs)} kernels: y needs one column "
+                             f"per kernel; got shape {tuple(p.y.shape)}")
+        for j, (f, k) in enumerate(pairs):
             rows = ~torch.isnan(p.y[:, j])
             parts.append(([j], p._replace(kernel=k, feature=f, X=p.X[rows], y=p.y[rows, j])))
         return parts
@@ -154,7 +153,6 @@ def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedP
     if bool(observed.all()):
         return [(None, p)]
     patterns, inverse = torch.unique(observed.mT, dim=0, return_inverse=True)
-    parts = []
     for g in range(patterns.shape[0]):
         cols = torch.nonzero(inverse == g).flatten().tolist()
         rows = torch.nonzero(patterns[g]).flatten()
@@ -177,16 +175,17 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     if p.blocks is not None:
         b = p.blocks
         noise = p.noise[b.order] if per_point else p.noise.expand(p.X.shape[0])
-        stream = BlockPowerEPStream(p.feature, p.kernel, L)
+        stream: Stream = BlockPowerEPStream(p.feature, p.kernel, L)
         sums = streamed_sum(stream, p.X[b.order], y[b.order], b.runs(size), b.ids,
                             b.alpha.to(L.device)[b.ids], noise)
-        return Statistics(*sums, n=n)
+        return Statistics._make((*sums, n))
     if per_point:
         stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
-        return Statistics(*streamed_sum(stream, p.X, y, size, p.noise), n=n)
+        return Statistics._make((*streamed_sum(stream, p.X, y, size, p.noise), n))
     if p.fam.mode == "pep":
+        assert p.fam.alpha is not None  # Power EP's members have their power
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns)
-        return Statistics(*streamed_sum(stream, p.X, y, size), n=n)
+        return Statistics._make((*streamed_sum(stream, p.X, y, size), n))
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
     Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns), p.X, y, size)
     s_d = kd - torch.diagonal(Q).sum()
@@ -256,7 +255,7 @@ def _factored_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, Collaps
     """`output_parts` with the Cholesky factor of each part's Kuu (one factorisation when the
     parts share the kernel and the inducing feature)."""
     parts = output_parts(p)
-    if separate_parts(p.kernel) is None:
+    if not isinstance(p.kernel, Separate):
         L, _ = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
         return [(cols, part, L) for cols, part in parts]
     return [(cols, part, cov.Kuu_cholesky(part.feature, part.kernel, p.jitter)[0])
@@ -301,8 +300,8 @@ def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
     since Kff + Λσ ≼ Qff + Λσ + tI all the same).
     """
     vp = p._replace(fam=VFE, blocks=None)
-    return sum(upper_bound_from_statistics(statistics(part, L), part, L)
-               for _, part, L in _factored_parts(vp))
+    return cast(Tensor, sum(upper_bound_from_statistics(statistics(part, L), part, L)
+                            for _, part, L in _factored_parts(vp)))
 
 
 def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor,

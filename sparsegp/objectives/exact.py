@@ -54,7 +54,7 @@ def _value(L: Tensor, a: Tensor) -> Tensor:
 
 class _ExactEvidence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, K: Tensor, y: Tensor, noise: Tensor,  # type: ignore[override]
+    def forward(ctx, K: Tensor, y: Tensor, noise: Tensor,
                 jitter: float) -> Tensor:
         L, a, _ = exact_factors(K, y, noise, jitter)
         ctx.save_for_backward(L, solve_lower_t(L, a))
@@ -66,7 +66,8 @@ class _ExactEvidence(torch.autograd.Function):
     def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
         L, alpha = ctx.saved_tensors
         G = torch.cholesky_inverse(L)  # C⁻¹, then ∂F/∂C = ½(ααᵀ − C⁻¹) in place
-        G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)
+        # a 0-dim tensor is a Scalar to torch (the stubs say numbers only)
+        G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)  # type: ignore[arg-type]
         gK = G if ctx.needs_input_grad[0] else None
         gy = -g * alpha if ctx.needs_input_grad[1] else None
         gnoise = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -44,7 +44,8 @@ class PsiSums(NamedTuple):
     n: int
 
     def __add__(self, other: PsiSums) -> PsiSums:  # type: ignore[override]
-        return PsiSums(*(a + b for a, b in zip(self, other)))
+        return PsiSums(self.psi0 + other.psi0, self.psi1_y + other.psi1_y, self.psi2 + other.psi2,
+                       self.yy + other.yy, self.n + other.n)
 
 
 class PsiStream(Stream):
@@ -66,7 +67,8 @@ class PsiStream(Stream):
         z = self.Z.new_zeros
         return [z(()), z(self.Z.shape[0], self.D), z(self.Z.shape[0], self.Z.shape[0])]
 
-    def add(self, acc: list[Tensor], _: Tensor, mu: Tensor, S: Tensor, Yb: Tensor) -> None:
+    # the columns this stream is given: (X unused, μ, S, Y)
+    def add(self, acc: list[Tensor], _: Tensor, mu: Tensor, S: Tensor, Yb: Tensor) -> None:  # type: ignore[override]
         for total, part in zip(acc, self._sums(mu, S, Yb, self.Z.detach())):
             total.add_(part)
 
@@ -76,8 +78,9 @@ class PsiStream(Stream):
         with torch.enable_grad():
             Z = self.Z.detach().requires_grad_(self.Z.requires_grad)
             cols = [c.detach().requires_grad_(w) for c, w in zip((mu, S, Yb), want)]
-            parts = self._sums(*cols, Z)
-            total = sum((p * g).sum() for p, g in zip(parts, grads))
+            mu_c, S_c, Y_c = cols
+            parts = self._sums(mu_c, S_c, Y_c, Z)
+            total = cast(Tensor, sum((p * g).sum() for p, g in zip(parts, grads)))
             params = [p for p in self.kernel.parameters() if p.requires_grad]
             leaves = [*params, *((Z,) if Z.requires_grad else ()), *cols]
             wrt = [t for t in leaves if t.requires_grad]

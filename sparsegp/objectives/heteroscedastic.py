@@ -28,7 +28,8 @@ class PointNoiseStream(RecomputedStream):
         super().__init__(feature, kernel, L)
         self.mode, self.alpha = fam.mode, fam.alpha
 
-    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, noise: Tensor
+    # its one extra column: the noise σ²_n of every point
+    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, noise: Tensor  # type: ignore[override]
              ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         a = torch.linalg.solve_triangular(L, Kuf(self.feature, self.kernel, Xb).to(L.dtype),
                                           upper=False)

@@ -13,10 +13,13 @@ bound on the GP's. The chunks are recomputed under autograd in the backward pass
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 from torch import Tensor
 
 from ..distributed import global_sum
+from ..kernels.base import Kernel
 from .collapsed import Statistics
 from .recomputed import RecomputedStream
 from .streaming import streamed_sum
@@ -26,7 +29,8 @@ class FeatureMapStream(RecomputedStream):
     """Σ over chunks of ([A c; cᵀ s_y], Σ log σ², 0, 0) for a = φ(x): `basis` is a module
     with `num_inducing` (= K) and `features(X, kernel) -> [K, B]`."""
 
-    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, noise: Tensor
+    # its one extra column: the noise σ²_n of every point
+    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, noise: Tensor  # type: ignore[override]
              ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         Phi = self.feature.features(Xb, self.kernel).to(L.dtype)  # [K, B]
         noise = noise.to(L.dtype)
@@ -35,7 +39,16 @@ class FeatureMapStream(RecomputedStream):
         return W @ W.mT, torch.log(noise).sum(), zero, zero
 
 
-def feature_statistics(basis: torch.nn.Module, kernel: torch.nn.Module, X: Tensor, y: Tensor,
+class FeatureBasis(Protocol):
+    """What `feature_statistics` needs of a basis: K and φ(X) [K, B]."""
+
+    @property
+    def num_inducing(self) -> int: ...
+
+    def features(self, X: Tensor, kernel: Kernel) -> Tensor: ...
+
+
+def feature_statistics(basis: FeatureBasis, kernel: Kernel, X: Tensor, y: Tensor,
                        noise: Tensor, chunk_size: int) -> Statistics:
     """The statistics of Bayesian linear regression on `basis.features` (module docstring);
     `noise` is σ² [] or σ²_n [N]."""
@@ -44,6 +57,6 @@ def feature_statistics(basis: torch.nn.Module, kernel: torch.nn.Module, X: Tenso
     stream = FeatureMapStream(basis, kernel, eye)
     rows = noise.expand(X.shape[0]) if noise.dim() == 0 else noise
     n = int(global_sum(X.shape[0], X))
-    return Statistics(*streamed_sum(stream, X, y, chunk_size, rows), n=n)
+    return Statistics._make((*streamed_sum(stream, X, y, chunk_size, rows), n))
 
 

@@ -109,7 +109,8 @@ class WhitenedStream(Stream):
         z = self._L_acc.new_zeros
         return [z(self.M + self.P, self.M + self.P), z(())]
 
-    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
+    # no extra columns: a stream's `add` takes exactly the columns its objective streams
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:  # type: ignore[override]
         _, AY = self._chunk(Xb, yb, whiten=True)
         add_gram_lower_(acc[0], AY)
         acc[1].add_(self.kuf.kdiag(Xb).sum().to(self.acc_dtype))
@@ -182,7 +183,8 @@ class PowerEPStream(Stream):
         return [z(self.M + self.P, self.M + self.P, dtype=self.acc_dtype)] + [
             z((), dtype=self.acc_dtype) for _ in range(3)]
 
-    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:
+    # no extra columns: a stream's `add` takes exactly the columns its objective streams
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:  # type: ignore[override]
         _, AY, _, d, lam = self._chunk(Xb, yb)
         # [a√β; (y√β)ᵀ][…]ᵀ holds A, c and Σ β y² at once
         add_gram_lower_(acc[0], AY.mul_(torch.rsqrt(lam)))

@@ -55,10 +55,11 @@ class Stream(ABC):
 
     @abstractmethod
     def grad_chunk(self, gacc: list[Tensor | None], Xb: Tensor, yb: Tensor,
-                   *rest: Any) -> Tensor | None:
+                   *rest: Any) -> Tensor | tuple[Tensor | None, ...] | None:
         """Add one chunk's contribution to the input gradients, in place: `rest` is the
         chunk's extra per-row tensors (if any) and then the gradients of the sums. Returns
-        the chunk's ∂y [B] when `want_y` (targets that require grad), else None."""
+        the chunk's ∂y [B] when `want_y` (targets that require grad), else None; or the
+        gradients of (y, *extra), a tuple (see `streamed_sum`)."""
 
     def grad_finish(self, gacc: list[Tensor | None], grads: Sequence[Tensor]
                     ) -> list[Tensor | None]:
@@ -67,7 +68,7 @@ class Stream(ABC):
 
 class _StreamedSum(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, stream: Stream, chunks: Sequence[slice],  # type: ignore[override]
+    def forward(ctx, stream: Stream, chunks: Sequence[slice],
                 n_extra: int, X: Tensor, y: Tensor, *rest: Tensor) -> tuple[Tensor, ...]:
         columns = (X, y, *rest[:n_extra])
         acc = stream.zeros()

@@ -19,7 +19,6 @@ from .. import covariances as cov
 from ..chunking import chunk_slices
 from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
-from ..kernels.separate import separate_parts
 from ..likelihoods.base import Likelihood
 
 
@@ -42,10 +41,9 @@ def marginals(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor, q: Whitene
     """Means and variances [B, C] of q(f) at Xb (the conditional of `conditionals.py`). With a
     `kernels.Separate` kernel latent function c has kernels[c], features[c] and L[c]
     (L [C, M, M])."""
-    kernels = separate_parts(kernel)
-    if kernels is not None:
-        columns = [marginals(k, f, Xb, L[c], q.column(c))
-                   for c, (k, f) in enumerate(zip(kernels, feature.features))]
+    pairs = cov.separate_pairs(feature, kernel)
+    if pairs is not None:
+        columns = [marginals(k, f, Xb, L[c], q.column(c)) for c, (f, k) in enumerate(pairs)]
         return torch.cat([m for m, _ in columns], 1), torch.cat([v for _, v in columns], 1)
     A = conditionals.whiten(L, cov.Kuf(feature, kernel, Xb))
     mean, var = conditionals.conditional(A, kernel.K_diag(Xb), q)

@@ -11,6 +11,7 @@ Shapes: X [N, D]; indices and weights [N, D, 4].
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -73,7 +74,7 @@ def interpolation_matrix(idx: Tensor, w: Tensor, sizes: list[int]) -> Tensor:
         strides[d] = strides[d + 1] * sizes[d + 1]
     cols, vals = [], []
     for combo in itertools.product(range(4), repeat=D):
-        c = sum(idx[:, d, k] * strides[d] for d, k in enumerate(combo))
+        c = cast(Tensor, sum(idx[:, d, k] * strides[d] for d, k in enumerate(combo)))  # D ≥ 1 terms
         v = torch.ones(N, dtype=w.dtype, device=w.device)
         for d, k in enumerate(combo):
             v = v * w[:, d, k]

@@ -11,18 +11,27 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.optimize
 import torch
 from threadpoolctl import threadpool_limits
-from torch import nn
+from torch import Tensor, nn
 
 from ..distributed import broadcast_
 from ..linalg import CholeskyError
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, warn_interrupted
+
+
+class Trainable(Protocol):
+    """What `fit_lbfgsb` trains: a model, or any object with its parameters and a loss."""
+
+    def parameters(self) -> Iterable[nn.Parameter]: ...
+
+    def training_loss(self) -> Tensor: ...
 
 
 class _NonFinite(Exception):
@@ -53,7 +62,7 @@ class _Flat:
 
 
 def fit_lbfgsb(
-    model: nn.Module,
+    model: Trainable,
     maxiter: int = 1000,
     tol: float | None = None,
     progress: bool | None = None,
@@ -108,7 +117,7 @@ def fit_lbfgsb(
             f"cannot fit {type(model).__name__}: at the starting parameters {err}"
         ) from None
     history = [-f0]
-    best = {"x": x0.copy(), "f": f0}
+    best: dict[str, Any] = {"x": x0.copy(), "f": f0}
     bar = progress_bar(progress, maxiter, f"fit {type(model).__name__}")
 
     def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ..distributed import is_distributed
 from ..linalg import CholeskyError
@@ -31,7 +31,8 @@ def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any
     dataset = torch.utils.data.TensorDataset(model.X, model.y)
     g = torch.Generator().manual_seed(seed)
     if is_distributed():
-        sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, seed=seed)
+        sampler: torch.utils.data.distributed.DistributedSampler[Any] = \
+            torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, seed=seed)
         return torch.utils.data.DataLoader(dataset, batch_size, sampler=sampler), sampler
     return torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, generator=g), None
 
@@ -71,9 +72,11 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
                 snapshot = Snapshot(model)
                 try:
                     if natgrad:
-                        natural_gradient_step(
-                            lambda mean, root, X=Xb, y=yb: model.elbo(X, y, q_mu=mean, q_sqrt=root),
-                            model.q_mu, model.q_sqrt, gamma)
+                        def batch_elbo(mean: Tensor, root: Tensor, X: Tensor = Xb,
+                                       y: Tensor = yb) -> Tensor:
+                            return model.elbo(X, y, q_mu=mean, q_sqrt=root)
+
+                        natural_gradient_step(batch_elbo, model.q_mu, model.q_sqrt, gamma)
                     opt.zero_grad()
                     loss = module(Xb, yb)
                     loss.backward()
