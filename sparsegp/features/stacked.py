@@ -9,15 +9,10 @@ default: one full covariance) or not (`SVGP(..., mean_field=True)`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
-
-from torch import Tensor, nn
-
-from .base import InducingFeature
+from .collection import FeatureList
 
 
-class Stacked(InducingFeature):
+class Stacked(FeatureList):
     """One inducing feature per part of a `kernels.Sum`, in the order of the sum's parts.
 
     M = Σ_i M_i; the inducing variables are ordered block by block.
@@ -37,51 +32,12 @@ class Stacked(InducingFeature):
         ((7, 7), True)
     """
 
-    #: The parts: an `nn.ModuleList` (so that they are submodules), typed as the features it holds.
-    features: Sequence[InducingFeature]
-
-    def __init__(self, features: list[InducingFeature]) -> None:
-        super().__init__()
-        features = list(features)
-        if not features or not all(isinstance(f, InducingFeature) for f in features):
-            raise TypeError("Stacked takes a non-empty list of inducing features (one per part of "
-                            "a sum of kernels)")
-        if any(isinstance(f, Stacked) for f in features):
-            raise TypeError("Stacked features cannot be nested")
-        self.features = cast("Sequence[InducingFeature]", nn.ModuleList(features))
-
-    @property
-    def blocks(self) -> list[int]:
-        """M_i of every part."""
-        return [f.num_inducing for f in self.features]
+    part_name = "part of a sum of kernels"
 
     @property
     def num_inducing(self) -> int:
         return sum(self.blocks)
 
     @property
-    def input_dim(self) -> int:
-        """The largest of the parts' (a convolutional part's kernel fixes the image dimension)."""
-        return max(f.input_dim for f in self.features)
-
-    @property
     def width(self) -> int:
         return sum(f.width for f in self.features)
-
-    def config(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "features": [f.config() for f in self.features]}
-
-    @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> Stacked:
-        return cls([InducingFeature.registry.build(c) for c in cfg["features"]])
-
-    def transformed(self, shift: Tensor, scale: Tensor) -> Stacked:
-        return type(self)([f.transformed(shift, scale) for f in self.features])
-
-    @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, **options: Any) -> Stacked:
-        raise TypeError("build Stacked features from one feature per part: "
-                        "Stacked([InducingPatches(...), InducingPoints(...)])")
-
-    def extra_repr(self) -> str:
-        return f"blocks={self.blocks}"
