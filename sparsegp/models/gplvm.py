@@ -34,8 +34,6 @@ from ..validation import as_tensor, check_finite
 from .base import check_jitter
 from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents, positive_int
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
 
 class BayesianGPLVM(LatentInputModel):
     """Bayesian GP-LVM with M inducing points in a Q-dimensional latent space.
@@ -135,10 +133,6 @@ class BayesianGPLVM(LatentInputModel):
     def latent_dim(self) -> int:
         return self._config["latent_dim"]
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return _DTYPES[self._config["dtype"]]
-
     # -- the objective --------------------------------------------------------------------
     def _rule(self) -> tuple[Tensor, Tensor] | None:
         points = self._config["quadrature_points"]
@@ -185,9 +179,6 @@ class BayesianGPLVM(LatentInputModel):
         if include_noise:
             var = var + post.noise_variance
         return (self._out(mean + self.y_shift), self._out(var))
-
-    def _out(self, t: Tensor) -> np.ndarray:
-        return t.detach().to(self.dtype).cpu().numpy().copy()
 
     # -- new points -----------------------------------------------------------------------
     def transform(self, Ynew: Any, maxiter: int = 200) -> tuple[np.ndarray, np.ndarray]:

@@ -176,7 +176,7 @@ class GPSSM(LatentInputModel):
             raise ValueError(f"X must have shape [N*, {Q}] (state_dim columns); got "
                              f"{tuple(X.shape)}")
         mean, var = self.posterior().predict_f(X.to(self.device))
-        return (mean.reshape(-1, Q).cpu().numpy(), var.reshape(-1, Q).cpu().numpy())
+        return self._out(mean.reshape(-1, Q)), self._out(var.reshape(-1, Q))
 
     def forecast(self, steps: int, num_samples: int = 200, seed: int = 0
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,8 +209,7 @@ class GPSSM(LatentInputModel):
                 x = f + resid.sqrt()[:, None] * normal(num_samples, Q) + q_sd * normal(num_samples, Q)
                 out.append(x @ self.C.mT + self.d + r_sd * normal(num_samples, r_sd.shape[0]))
             samples = torch.stack(out, 1)
-        return (samples.mean(0).cpu().numpy(), samples.var(0).cpu().numpy(),
-                samples.cpu().numpy())
+        return self._out(samples.mean(0)), self._out(samples.var(0)), self._out(samples)
 
 
 class _MinibatchTransitions(nn.Module):

@@ -126,6 +126,15 @@ class LatentInputModel(Registered, Parameterised, ABC):
         return self.feature.num_inducing
 
     @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the outputs (parameters and the work are float64)."""
+        return {"float32": torch.float32, "float64": torch.float64}[self._config["dtype"]]
+
+    def _out(self, t: Tensor) -> np.ndarray:
+        """A tensor as a numpy array in the model's dtype."""
+        return t.detach().to(self.dtype).cpu().numpy().copy()
+
+    @property
     def jitter(self) -> float:
         return self._config["jitter"]
 

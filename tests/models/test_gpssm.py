@@ -125,3 +125,17 @@ def test_bad_data_are_named(kink_model):
         kink_model[2].transition(np.zeros((3, 2)))
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         kink_model[2].forecast(0)
+
+
+def test_float32_models_return_float32_with_the_float64_numbers():
+    rng = np.random.default_rng(3)
+    x = np.zeros(40)
+    for t in range(39):
+        x[t + 1] = 0.8 * x[t] + 0.3 * np.sin(x[t]) + 0.1 * rng.standard_normal()
+    wide = sg.GPSSM(x[:, None], state_dim=1, inducing_points=5)
+    narrow = sg.GPSSM(x[:, None], state_dim=1, inducing_points=5, dtype=torch.float32)
+    for a, b in zip(narrow.transition(np.array([[0.0], [0.5]])),
+                    wide.transition(np.array([[0.0], [0.5]]))):
+        assert a.dtype == np.float32 and b.dtype == np.float64
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert all(a.dtype == np.float32 for a in narrow.forecast(2, num_samples=4))
