@@ -51,12 +51,14 @@ class Parameterised(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self._floors: dict[str, float] = {}
+        self._max_dims: dict[str, int] = {}  # of the positive parameters: 0 scalar, 1 vector, …
         self._priors: dict[str, Prior] = {}
 
     # -- declaring parameters -------------------------------------------------------------
     def _add_positive(self, name: str, value: Any, floor: float, max_dim: int = 1) -> None:
         t = self._checked_positive(name, value, floor, max_dim)
         self._floors[name] = floor
+        self._max_dims[name] = max_dim
         self.register_parameter("raw_" + name, nn.Parameter(inverse_softplus_floor(t, floor)))
 
     def _add_free(self, name: str, value: Tensor) -> None:
@@ -68,7 +70,7 @@ class Parameterised(nn.Module):
         device = ref.device if ref is not None else None
         t = torch.as_tensor(value, dtype=dtype, device=device).detach().clone()
         if t.dim() > max_dim:
-            what = "a scalar or a 1-D array" if max_dim == 1 else f"at most {max_dim}-D"
+            what = {0: "a scalar", 1: "a scalar or a 1-D array"}.get(max_dim, f"at most {max_dim}-D")
             raise ValueError(f"{name} must be {what}; got shape {tuple(t.shape)}")
         if t.numel() == 0:
             raise ValueError(f"{name} must not be empty")
@@ -104,7 +106,8 @@ class Parameterised(nn.Module):
             return
         floor = module._floors[leaf]
         raw = module._raw(leaf)
-        t = module._checked_positive(name, value, floor, max(1, raw.dim())).to(raw.dtype)
+        max_dim = module._max_dims.get(leaf, max(1, raw.dim()))
+        t = module._checked_positive(name, value, floor, max_dim).to(raw.dtype)
         new_raw = inverse_softplus_floor(t, floor)
         if new_raw.shape == raw.shape:
             with torch.no_grad():

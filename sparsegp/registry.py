@@ -19,6 +19,16 @@ class Registry:
         self._classes: dict[str, type[Registered]] = {}
 
     def add(self, cls: type[Registered]) -> None:
+        """Register `cls` by its name. A class of sparsegp's own is never replaced by another
+        of the same name (saved models would then rebuild the wrong class); a class defined
+        again (the same module and qualified name, e.g. a re-run notebook cell) replaces its
+        earlier definition."""
+        old = self._classes.get(cls.__name__)
+        if (old is not None and old.__module__.startswith("sparsegp.")
+                and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__)):
+            raise TypeError(f"a {self.kind} called {cls.__name__!r} exists already "
+                            f"({old.__module__}.{old.__qualname__}); saved models find classes "
+                            "by name, so give yours another name")
         self._classes[cls.__name__] = cls
 
     def names(self) -> list[str]:

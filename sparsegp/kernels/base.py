@@ -58,12 +58,13 @@ class Kernel(Registered, Parameterised, ABC):
         super().__init__()
         self._unset: set[str] = set()
 
-    def _declare(self, name: str, value: Any, default: Any, floor: float) -> None:
-        """A positive parameter; `value=None` means unset (default now, data-based later)."""
+    def _declare(self, name: str, value: Any, default: Any, floor: float, max_dim: int = 1) -> None:
+        """A positive parameter (a scalar for `max_dim` 0, else scalar or per-input);
+        `value=None` means unset (default now, data-based later)."""
         if value is None:
             self._unset.add(name)
             value = default
-        self._add_positive(name, value, floor)
+        self._add_positive(name, value, floor, max_dim)
 
     @abstractmethod
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:

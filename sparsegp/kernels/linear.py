@@ -13,9 +13,11 @@ from .base import Kernel, as_inputs
 
 
 class _VarianceOnly(Kernel):
+    variance_dims = 1  # the variance may be one per input (ARD); 0: a scalar
+
     def __init__(self, variance: Any = None) -> None:
         super().__init__()
-        self._declare("variance", variance, 1.0, POSITIVE_FLOOR)
+        self._declare("variance", variance, 1.0, POSITIVE_FLOOR, max_dim=self.variance_dims)
 
     @property
     def variance(self) -> float | Any:
@@ -77,6 +79,8 @@ class Constant(_VarianceOnly):
         ((4, 2), 0.25)
         >>> k = sg.kernels.SquaredExponential() + c  # a GP with an unknown offset
     """
+
+    variance_dims = 0
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         n2 = as_inputs(X).shape[0] if X2 is None else as_inputs(X2, "X2").shape[0]

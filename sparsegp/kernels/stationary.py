@@ -85,9 +85,7 @@ class Stationary(Kernel):
         super().__init__()
         self.ard = bool(ard) or (lengthscale is not None and torch.as_tensor(lengthscale).dim() == 1)
         self._declare("lengthscale", lengthscale, 1.0, POSITIVE_FLOOR)
-        self._declare("variance", variance, 1.0, POSITIVE_FLOOR)
-        if self.value("variance").dim() != 0:
-            raise ValueError("variance must be a scalar")
+        self._declare("variance", variance, 1.0, POSITIVE_FLOOR, max_dim=0)
 
     @property
     def lengthscale(self) -> float | Any:
