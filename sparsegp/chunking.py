@@ -8,13 +8,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
+import torch
+
+from .config import (
+    CHUNK_MEMORY_BYTES,
+    CHUNK_TEMPORARIES,
+    CUDA_CHUNK_MEMORY_FRACTION,
+    CUDA_MIN_CHUNK_ROWS,
+)
 
 
-def auto_chunk_size(num_inducing: int, itemsize: int, budget: int = CHUNK_MEMORY_BYTES) -> int:
-    """Rows per chunk so that the chunk's B×M temporaries fit in `budget` bytes."""
+def auto_chunk_size(num_inducing: int, itemsize: int, budget: int | None = None,
+                    device: torch.device | None = None) -> int:
+    """Rows per chunk so that the chunk's B×M temporaries fit in `budget` bytes: by default
+    `CHUNK_MEMORY_BYTES` on a CPU (a chunk that stays in cache), and on a CUDA `device` a
+    fraction of its free memory, at least `CUDA_MIN_CHUNK_ROWS` rows (large GEMMs keep a GPU
+    busy; config.py)."""
     per_row = max(1, num_inducing) * itemsize * CHUNK_TEMPORARIES
-    return max(1, budget // per_row)
+    if budget is None and device is not None and torch.device(device).type == "cuda":
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return max(CUDA_MIN_CHUNK_ROWS, int(CUDA_CHUNK_MEMORY_FRACTION * free) // per_row)
+    return max(1, (CHUNK_MEMORY_BYTES if budget is None else budget) // per_row)
 
 
 def chunk_slices(n: int, size: int) -> Iterator[slice]:

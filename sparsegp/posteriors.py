@@ -137,7 +137,8 @@ class SparsePosterior(Posterior):
 
     def _rows_per_chunk(self) -> int:
         M = self.L.shape[0]
-        return auto_chunk_size(self._kuf.width + M * self.num_latent, self.L.element_size())
+        return auto_chunk_size(self._kuf.width + M * self.num_latent, self.L.element_size(),
+                               device=self.L.device)
 
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising
@@ -193,7 +194,7 @@ class CoregionalPosterior(Posterior):
 
     def _rows_per_chunk(self) -> int:
         M, P, Lat = self.L.shape[0], *self.mixing.shape
-        return auto_chunk_size(M * Lat * (Lat + P) + M, self.L.element_size())
+        return auto_chunk_size(M * Lat * (Lat + P) + M, self.L.element_size(), device=self.L.device)
 
     def _whitened(self, Xs: Tensor) -> Tensor:
         return solve_lower(self.L, cov.Kuf(self.feature, self.kernel, Xs).to(self.L.dtype))
@@ -276,7 +277,7 @@ class ExactPosterior(Posterior):
         self.jitter = jitter
 
     def _rows_per_chunk(self) -> int:
-        return auto_chunk_size(self.X.shape[0], self.L.element_size())
+        return auto_chunk_size(self.X.shape[0], self.L.element_size(), device=self.L.device)
 
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         Kfs = self.kernel.K(self.X, Xs)  # [N, B]
@@ -304,7 +305,8 @@ class FeaturePosterior(Posterior):
         self.noise_variance = noise_variance.detach()
 
     def _rows_per_chunk(self) -> int:
-        return auto_chunk_size(self.basis.num_inducing, self.q.mean.element_size())
+        return auto_chunk_size(self.basis.num_inducing, self.q.mean.element_size(),
+                               device=self.q.mean.device)
 
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         Phi = self.basis.features(Xs, self.kernel).to(self.q.mean.dtype)  # [K, B]

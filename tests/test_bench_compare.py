@@ -11,7 +11,7 @@ from sparsegp.benchmarking.compare import LIBRARIES, PEERS, QUICK_CASES, _availa
 def test_quick_run_gives_a_row_per_case_and_library(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "compare.md"
-    assert main(["--quick", "--out", str(out)]) == 0
+    assert main(["--quick", "--device", "cpu", "--out", str(out)]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")]
             for line in out.read_text().splitlines() if line.startswith("| ") and " | " in line
             and line.split("|")[1].strip() in {m for m, _, _ in QUICK_CASES}]

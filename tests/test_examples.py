@@ -25,7 +25,7 @@ def test_distributed_example_under_torchrun_with_two_processes():
 
 
 def test_speed_benchmark_quick_run_writes_its_table(tmp_path, capsys):
-    assert main(["bench", "speed", "--quick", "--methods", "vfe", "--out",
+    assert main(["bench", "speed", "--quick", "--methods", "vfe", "--device", "cpu", "--out",
                  str(tmp_path / "r.md")]) == 0
     text = (tmp_path / "r.md").read_text()
     assert "| 2,000 | 50 | vfe |" in text and "| 2,000 | 50 | naive-vfe |" in text

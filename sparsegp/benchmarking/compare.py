@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .speed import _gb, _peak_rss, _run, bench_parser, machine, report
+from .speed import _gb, _peak_rss, _run, _synchronise, bench_parser, machine, report
 
 if TYPE_CHECKING:
     from ..models.regression import GPModel
@@ -97,7 +97,7 @@ def _gpytorch(method: str, X, y, size: int):
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
                                                              self.covar_module(x))
 
-    model = Model().double()
+    model = Model().double().to(X.device)
     scale = model.covar_module if method != "vfe" else model.covar_module.base_kernel
     inner = scale.base_kernel.base_kernel if method == "ski" else scale.base_kernel
     inner.lengthscale = LENGTHSCALE
@@ -123,7 +123,7 @@ def _gpflow(method: str, X, y, size: int):
     import gpflow
     import tensorflow as tf
 
-    Xn, yn = X.numpy(), y.numpy()[:, None]
+    Xn, yn = X.cpu().numpy(), y.cpu().numpy()[:, None]  # TensorFlow places them itself
     kernel = gpflow.kernels.SquaredExponential(lengthscales=[LENGTHSCALE] * X.shape[1],
                                                variance=VARIANCE)
     if method == "exact":
@@ -142,15 +142,18 @@ def _gpflow(method: str, X, y, size: int):
 
 def worker(spec: dict) -> dict:
     method, N, size, library = spec["method"], spec["N"], spec["size"], spec["library"]
-    X, y = _data(method, N)
-    baseline = _peak_rss()
+    device = spec.get("device") or "cpu"
+    X, y = (t.to(device) for t in _data(method, N))
+    baseline = _peak_rss(device)
     step = {"sparsegp": _sparsegp, "gpytorch": _gpytorch, "gpflow": _gpflow}[library](
         method, X, y, size)
     step()  # warm-up
+    _synchronise(device)
     t = time.perf_counter()
-    value = step()
+    value = step()  # float(...) of the objective waits for the device
+    _synchronise(device)
     return {**spec, "seconds": time.perf_counter() - t, "value": value,
-            "above_baseline_bytes": _peak_rss() - baseline}
+            "above_baseline_bytes": _peak_rss(device) - baseline}
 
 
 def _available(library: str) -> bool:
@@ -179,13 +182,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = bench_parser("sparsegp bench compare", __doc__, 3)
     parser.add_argument("--methods", default="exact,vfe,rff,ssgp,ski",
                         help="comma-separated subset of exact, vfe, rff, ssgp, ski")
+    parser.add_argument("--device", default="cpu", help="torch device for sparsegp and "
+                        "GPyTorch, e.g. cuda (GPflow: wherever TensorFlow puts it)")
     args = parser.parse_args(argv)
     methods = set(args.methods.split(","))
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     rounds = 1 if args.quick else max(3, args.repeats)
-    print(machine(), flush=True)
+    print(machine(args.device), flush=True)
     rows = []
     for method, N, size in QUICK_CASES if args.quick else FULL_CASES:
         if method not in methods:
@@ -194,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs: dict[str, list[dict]] = {lib: [] for lib in libraries}
         for _ in range(rounds):  # interleaved: every library once per round
             for lib in libraries:
-                spec = {"method": method, "N": N, "size": size, "library": lib}
+                spec = {"method": method, "N": N, "size": size, "library": lib,
+                        "device": args.device}
                 if not _available(lib):
                     runs[lib].append({**spec, "skipped": f"skipped: {lib} is not installed"})
                 else:
@@ -208,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = runs[lib][-1]
             rows.append(row)
             print(json.dumps(row), flush=True)
-    report(format_results(rows), args.out)
+    report(format_results(rows), args.out, args.device)
     return 0
 
 

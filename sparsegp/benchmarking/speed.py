@@ -34,30 +34,46 @@ D = 8
 NAIVE_MEMORY_LIMIT = 6 * 2**30  # bytes; the naive baseline is skipped above this estimate
 
 
-def _peak_rss() -> int:
+def _peak_rss(device: str = "cpu") -> int:
+    """Peak memory of this process: its resident set on a CPU, torch's peak allocation on a
+    CUDA device."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.max_memory_allocated(device))
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
-def _problem(N: int, M: int, seed: int = 0):
+def _synchronise(device: str) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously; timings must not)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def _problem(N: int, M: int, seed: int = 0, device: str = "cpu"):
     import torch
 
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(N, D, dtype=torch.float64, generator=g)
     y = torch.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * torch.randn(N, dtype=torch.float64, generator=g)
     Z = X[torch.randperm(N, generator=g)[:M]].clone()
-    return X, y, Z
+    return X.to(device), y.to(device), Z.to(device)
 
 
-def _gemm_seconds(M: int, B: int) -> float:
+def _gemm_seconds(M: int, B: int, device: str = "cpu") -> float:
     """One float64 product of the chunk's shapes, [M, B] @ [B, M] (best of three)."""
     import torch
 
-    K = torch.randn(M, B, dtype=torch.float64)
-    K2 = torch.randn(M, B, dtype=torch.float64)
+    K = torch.randn(M, B, dtype=torch.float64, device=device)
+    K2 = torch.randn(M, B, dtype=torch.float64, device=device)
     best = float("inf")
     for _ in range(3):
+        _synchronise(device)
         t = time.perf_counter()
         K @ K2.mT
+        _synchronise(device)
         best = min(best, time.perf_counter() - t)
     return best
 
@@ -71,10 +87,11 @@ def worker(spec: dict) -> dict:
     from sparsegp.chunking import auto_chunk_size
 
     N, M, method, repeats = spec["N"], spec["M"], spec["method"], spec["repeats"]
-    X, y, Z = _problem(N, M)
-    baseline = _peak_rss()
-    B = min(N, spec.get("chunk_size") or auto_chunk_size(M, 8))
-    kernel = sg.kernels.SquaredExponential(lengthscale=[2.0] * D, variance=1.0)
+    device = spec.get("device") or "cpu"
+    X, y, Z = _problem(N, M, device=device)
+    baseline = _peak_rss(device)
+    B = min(N, spec.get("chunk_size") or auto_chunk_size(M, 8, device=torch.device(device)))
+    kernel = sg.kernels.SquaredExponential(lengthscale=[2.0] * D, variance=1.0).to(device)
     if method == "predict":
         return _predict_worker(spec, X, y, Z, kernel, baseline)
     approx, alpha, _ = METHODS[method.removeprefix("naive-")]
@@ -95,17 +112,20 @@ def worker(spec: dict) -> dict:
     seconds, ratios = [], []
     flops = METHODS[method.removeprefix("naive-")][2] * N * M * M
     for _ in range(repeats):
-        g = _gemm_seconds(M, B)
+        g = _gemm_seconds(M, B, device)
+        _synchronise(device)
         t = time.perf_counter()
         step()
+        _synchronise(device)
         t = time.perf_counter() - t
         seconds.append(t)
         ratios.append((flops / t) / (2 * M * M * B / g))
-    gemm = 2 * M * M * B / _gemm_seconds(M, B) / 1e9
+    gemm = 2 * M * M * B / _gemm_seconds(M, B, device) / 1e9
+    peak = _peak_rss(device)
     return {**spec, "chunk_size": B, "seconds": statistics.median(seconds),
             "gflops": flops / statistics.median(seconds) / 1e9,
             "fraction": statistics.median(ratios), "gemm_gflops": gemm,
-            "peak_bytes": _peak_rss(), "above_baseline_bytes": _peak_rss() - baseline}
+            "peak_bytes": peak, "above_baseline_bytes": peak - baseline}
 
 
 def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
@@ -114,17 +134,21 @@ def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
     import sparsegp as sg
 
     M, n_test = spec["M"], spec["n_test"]
+    device = spec.get("device") or "cpu"
     model = sg.SGPR(X, y, kernel=kernel, inducing_points=Z, noise_variance=0.1)
     post = model.posterior()
-    Xs = torch.randn(n_test, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    Xs = torch.randn(n_test, D, dtype=torch.float64,
+                     generator=torch.Generator().manual_seed(1)).to(device)
     B = post._rows_per_chunk()
     post.predict_f(Xs[:B])  # warm-up
     seconds, ratios = [], []
     for _ in range(spec["repeats"]):
-        g = _gemm_seconds(M, B)
+        g = _gemm_seconds(M, B, device)
+        _synchronise(device)
         t = time.perf_counter()
         with torch.no_grad():
             post.predict_f(Xs)
+        _synchronise(device)
         t = time.perf_counter() - t
         seconds.append(t)
         bound = 2 * M * M * B / g / (2 * M * M)  # points/s if only the variance's product ran
@@ -132,8 +156,8 @@ def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
     t = statistics.median(seconds)
     return {**spec, "chunk_size": B, "seconds": t, "points_per_second": n_test / t,
             "fraction": statistics.median(ratios),
-            "bound_points_per_second": 2 * M * M * B / _gemm_seconds(M, B) / (2 * M * M),
-            "peak_bytes": _peak_rss(), "above_baseline_bytes": _peak_rss() - baseline}
+            "bound_points_per_second": 2 * M * M * B / _gemm_seconds(M, B, device) / (2 * M * M),
+            "peak_bytes": _peak_rss(device), "above_baseline_bytes": _peak_rss(device) - baseline}
 
 
 def _run(spec: dict, module: str = "sparsegp.benchmarking.speed") -> dict:
@@ -145,7 +169,8 @@ def _run(spec: dict, module: str = "sparsegp.benchmarking.speed") -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def machine() -> str:
+def machine(device: str = "cpu") -> str:
+    """The CPU (and the GPU for a CUDA `device`), torch, its BLAS and threads, Python, OS."""
     import torch
 
     cpu = "unknown CPU"
@@ -157,7 +182,9 @@ def machine() -> str:
     except OSError:
         pass
     blas = "MKL" if torch.backends.mkl.is_available() else "other BLAS"
-    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({blas}, "
+    gpu = (f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda}) on "
+           if device.startswith("cuda") else "")
+    return (f"{gpu}{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({blas}, "
             f"{torch.get_num_threads()} threads), Python {platform.python_version()}, "
             f"{platform.system()} {platform.machine()}")
 
@@ -168,7 +195,7 @@ def _gb(b: float) -> str:
 
 def format_results(rows: list[dict]) -> str:
     lines = ["| N | M | method | chunk | s / (objective + gradient) | GFLOP/s | of GEMM rate "
-             "| GEMM GFLOP/s | peak RSS GB | above baseline GB |",
+             "| GEMM GFLOP/s | peak memory GB | above baseline GB |",
              "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if r["method"] == "predict":
@@ -184,7 +211,7 @@ def format_results(rows: list[dict]) -> str:
     preds = [r for r in rows if r["method"] == "predict" and "error" not in r]
     if preds:
         lines += ["", "| test points | M | seconds | points / s | bound from GEMM rate | of bound "
-                  "| peak RSS GB |", "|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| peak memory GB |", "|---:|---:|---:|---:|---:|---:|---:|"]
         for r in preds:
             lines.append(f"| {r['n_test']:,} | {r['M']} | {r['seconds']:.3f} | "
                          f"{r['points_per_second']:,.0f} | {r['bound_points_per_second']:,.0f} | "
@@ -203,11 +230,11 @@ def bench_parser(prog: str, description: str, repeats: int) -> argparse.Argument
     return p
 
 
-def report(text: str, out: Path | None) -> None:
+def report(text: str, out: Path | None, device: str = "cpu") -> None:
     """Print the table and, with `out`, write it with the machine's description."""
     print("\n" + text)
     if out:
-        out.write_text(f"Machine: {machine()}\n\n{text}\n")
+        out.write_text(f"Machine: {machine(device)}\n\n{text}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -215,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--methods", default="vfe,fitc,pep")
     p.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
     p.add_argument("--chunk-size", type=int, help="rows per chunk (default: from the budget)")
+    p.add_argument("--device", default="cpu",
+                   help="torch device, e.g. cuda (default chunks then come from its free memory)")
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
@@ -223,11 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = max(5, args.repeats) if not args.quick else 2
     methods = [m for m in args.methods.split(",") if m]
     rows = []
-    print(machine(), flush=True)
+    print(machine(args.device), flush=True)
     for N, M in cases:
         for method in methods + ([] if args.no_naive else [f"naive-{m}" for m in methods]):
             spec = {"N": N, "M": M, "method": method, "repeats": repeats,
-                    "chunk_size": args.chunk_size}
+                    "chunk_size": args.chunk_size, "device": args.device}
             if method.startswith("naive-") and 7 * N * M * 8 > NAIVE_MEMORY_LIMIT:
                 row = {**spec, "skipped": f"skipped: needs ≈ {_gb(7 * N * M * 8)} GB"}
             else:
@@ -237,8 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_test = 20_000 if args.quick else 1_000_000
     M_pred = 50 if args.quick else 500
     rows.append(_run({"N": 10_000 if not args.quick else 2_000, "M": M_pred, "method": "predict",
-                      "n_test": n_test, "repeats": repeats}))
-    report(format_results(rows), args.out)
+                      "n_test": n_test, "repeats": repeats, "device": args.device}))
+    report(format_results(rows), args.out, args.device)
     return 0
 
 

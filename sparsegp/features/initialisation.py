@@ -18,7 +18,7 @@ def nearest(X: Tensor, C: Tensor) -> Tensor:
     """Index of the nearest centre for every row. Shapes: X [N, D], C [K, D] -> [N]."""
     out = torch.empty(X.shape[0], dtype=torch.long)
     cn = (C * C).sum(-1)
-    for s in chunk_slices(X.shape[0], auto_chunk_size(C.shape[0], X.element_size())):
+    for s in chunk_slices(X.shape[0], auto_chunk_size(C.shape[0], X.element_size(), device=X.device)):
         # ‖x − c‖² up to the ‖x‖² term, which does not change the argmin.
         out[s] = torch.addmm(cn[None, :], X[s], C.mT, alpha=-2.0).argmin(-1)
     return out

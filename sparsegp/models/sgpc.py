@@ -120,7 +120,8 @@ class SGPC(InducingMixin, Model):
         return self._alpha
 
     def _chunk(self) -> int:
-        return self.chunk_size or auto_chunk_size(cov.width(self.feature, self.kernel), self.X.element_size())
+        return self.chunk_size or auto_chunk_size(cov.width(self.feature, self.kernel),
+                                                  self.X.element_size(), device=self.X.device)
 
     # -- energy and sites -----------------------------------------------------------------
     def _objective(self) -> Tensor:

@@ -165,7 +165,7 @@ class RFF(GPModel):
         return float(self.num_data) * K * K + K**3
 
     def _statistics(self):
-        size = self.chunk_size or auto_chunk_size(self.basis.num_inducing, 8)
+        size = self.chunk_size or auto_chunk_size(self.basis.num_inducing, 8, device=self.device)
         y = self.y - self.mean(self.X)
         return feature_statistics(self.basis, self.kernel, self.X, y, self.noise_rows(), size)
 

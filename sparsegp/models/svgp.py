@@ -191,7 +191,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     def _chunk(self) -> int:
         width = cov.width(self.feature, self.kernel) + self.num_inducing * self.num_latent
-        return self.chunk_size or auto_chunk_size(width, self.X.element_size())
+        return self.chunk_size or auto_chunk_size(width, self.X.element_size(), device=self.X.device)
 
     # -- the bound ------------------------------------------------------------------------
     def elbo(self, X: Tensor | None = None, y: Tensor | None = None, q_mu: Tensor | None = None,

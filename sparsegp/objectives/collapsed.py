@@ -93,10 +93,11 @@ class Solved(NamedTuple):
     quad: Tensor  # yᵀ(Qff + Λ)⁻¹y
 
 
-def _chunk_size(chunk_size: int | None, M: int, dtype: torch.dtype) -> int:
+def _chunk_size(chunk_size: int | None, M: int, dtype: torch.dtype,
+                device: torch.device | None = None) -> int:
     if chunk_size is not None:
         return chunk_size
-    return auto_chunk_size(M, torch.finfo(dtype).bits // 8)
+    return auto_chunk_size(M, torch.finfo(dtype).bits // 8, device=device)
 
 
 class CollapsedProblem(NamedTuple):
@@ -164,7 +165,7 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     """The sums of MATH.md §2 for the problem's family member (L = chol(Kuu)), streamed over
     chunks of the data and, when the data are sharded, over processes (see `streaming`)."""
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
-    size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype)
+    size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype, p.X.device)
     n = int(global_sum(p.X.shape[0], p.X))
     y = targets(p)
     per_point = p.noise.dim() == 1  # σ²_n: known heteroscedastic noise or one per group
