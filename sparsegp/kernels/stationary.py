@@ -156,6 +156,12 @@ class RadialKernel(Stationary):
     def profile(self, r2: Tensor) -> Tensor:
         """ρ(r²) with ρ(0) = 1."""
 
+    def profile_derivative(self, r2: Tensor) -> Tensor | None:
+        """dρ/d(r²) elementwise (0 where r² = 0: it only ever multiplies a zero distance), or
+        None when a subclass does not give it (the exact GP then differentiates K by
+        autograd: `objectives/exact.py`)."""
+        return None
+
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         ell = self._checked_lengthscale(X, X2)
         return self.value("variance") * self.profile(scaled_squared_distance(X, X2, ell))
@@ -182,6 +188,10 @@ class SquaredExponential(RadialKernel):
     def profile(self, r2: Tensor) -> Tensor:
         return torch.exp(-0.5 * r2)
 
+    def profile_derivative(self, r2: Tensor) -> Tensor:
+        """−½ exp(−r²/2)."""
+        return torch.exp(-0.5 * r2).mul_(-0.5)
+
 
 def _distance(r2: Tensor) -> Tensor:
     # sqrt with a finite gradient at r = 0 (the clamp passes no gradient below the floor).
@@ -206,6 +216,11 @@ class Matern12(RadialKernel):
     def profile(self, r2: Tensor) -> Tensor:
         return torch.exp(-_distance(r2))
 
+    def profile_derivative(self, r2: Tensor) -> Tensor:
+        """−exp(−r)/(2r) (0 at r = 0)."""
+        r = _distance(r2)
+        return torch.where(r2 > 0, torch.exp(-r).div_(r).mul_(-0.5), 0.0)
+
 
 class Matern32(RadialKernel):
     """σ² (1 + √3 r) exp(−√3 r).
@@ -226,6 +241,10 @@ class Matern32(RadialKernel):
         s = math.sqrt(3.0) * _distance(r2)
         return (1.0 + s) * torch.exp(-s)
 
+    def profile_derivative(self, r2: Tensor) -> Tensor:
+        """−(3/2) exp(−√3 r)."""
+        return torch.exp(_distance(r2).mul_(-math.sqrt(3.0))).mul_(-1.5)
+
 
 class Matern52(RadialKernel):
     """σ² (1 + √5 r + 5r²/3) exp(−√5 r).
@@ -245,3 +264,8 @@ class Matern52(RadialKernel):
     def profile(self, r2: Tensor) -> Tensor:
         s = math.sqrt(5.0) * _distance(r2)
         return (1.0 + s + (5.0 / 3.0) * r2) * torch.exp(-s)
+
+    def profile_derivative(self, r2: Tensor) -> Tensor:
+        """−(5/6)(1 + √5 r) exp(−√5 r)."""
+        s = _distance(r2).mul_(math.sqrt(5.0))
+        return torch.exp(-s).mul_(s.add_(1.0)).mul_(-5.0 / 6.0)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..kernels.base import Kernel
-from ..objectives.exact import exact_factors, exact_log_marginal_likelihood
+from ..objectives.exact import exact_factors, exact_objective
 from ..posteriors import ExactPosterior
 from .regression import GPModel
 
@@ -51,9 +51,8 @@ class GPR(GPModel):
         return self.y - self.mean(self.X)
 
     def _objective(self) -> Tensor:
-        K = self.kernel.K(self.X)
-        return exact_log_marginal_likelihood(K, self._residual(), self.noise_rows(),
-                                             self.jitter)
+        return exact_objective(self.kernel, self.X, self._residual(), self.noise_rows(),
+                               self.jitter)
 
     def _build_posterior(self) -> ExactPosterior:
         f = exact_factors(self.kernel.K(self.X), self._residual(), self.noise_rows(),

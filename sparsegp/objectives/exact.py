@@ -7,6 +7,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ..chunking import auto_chunk_size, chunk_slices
+from ..kernels.base import Kernel
+from ..kernels.stationary import RadialKernel, scaled_squared_distance
 from ..linalg import (
     LOG_2PI,
     add_to_diagonal,
@@ -75,3 +78,83 @@ class _ExactEvidence(torch.autograd.Function):
             diag = torch.diagonal(G)
             gnoise = diag.sum() if len(ctx.noise_shape) == 0 else diag.clone()
         return gK, gy, gnoise, None
+
+
+def exact_objective(kernel: Kernel, X: Tensor, y: Tensor, noise_variance: Tensor,
+                    jitter: float = 0.0) -> Tensor:
+    """log N(y | 0, K(X, X) + σ²I) with the least memory the kernel allows: for a radial kernel
+    that gives its profile's derivative (the squared exponential and the Matérn kernels), two
+    N×N matrices at most in the value and the gradient (`_RadialEvidence`); otherwise K is
+    formed under autograd (`exact_log_marginal_likelihood`).
+    Shapes: X [N, D], y [N], noise_variance [] or [N] -> []."""
+    if (isinstance(kernel, RadialKernel) and not X.requires_grad and torch.is_grad_enabled()
+            and kernel.profile_derivative(X.new_zeros(1)) is not None):
+        return _RadialEvidence.apply(y, noise_variance, kernel.value("lengthscale"),
+                                     kernel.value("variance"), X, kernel, jitter)
+    return exact_log_marginal_likelihood(kernel.K(X), y, noise_variance, jitter)
+
+
+def _row_blocks(X: Tensor) -> list[slice]:
+    """Blocks of rows whose [rows, N] temporaries fit the chunk budget."""
+    return list(chunk_slices(X.shape[0], auto_chunk_size(X.shape[0], X.element_size(),
+                                                         device=X.device)))
+
+
+def _block_distances(X: Tensor, ell: Tensor, sl: slice) -> Tensor:
+    """r² between the rows `sl` and all rows [rows, N], exactly 0 between a row and itself."""
+    r2 = scaled_squared_distance(X[sl], X, ell)
+    rows = torch.arange(r2.shape[0], device=X.device)
+    r2[rows, rows + sl.start] = 0.0
+    return r2
+
+
+class _RadialEvidence(torch.autograd.Function):
+    """The evidence of a radial kernel k = σ² ρ(r²), r² = Σ_d (x_d − x'_d)²/ℓ_d², by hand, with
+    every N×N quantity but C = K + σ²I, its factor and G formed a block of rows at a time.
+
+    Forward: C, written block by block, and its Cholesky factor (C is then freed). Backward,
+    with G = ∂F/∂C = ½(ααᵀ − C⁻¹) from the factor (which is then freed): ∂F/∂σ² = ⟨G, ρ⟩,
+    and with H = σ² G ⊙ ρ'(r²) (symmetric),
+    ∂F/∂ℓ_d = −(2/ℓ_d³) Σ_ij H_ij (x_id − x_jd)² = −(4/ℓ_d³) Σ_i (x_id² (H1)_i − x_id (Hx_d)_i):
+    matrix-vector products per block, never a per-dimension N×N matrix.
+    """
+
+    @staticmethod
+    def forward(ctx, y: Tensor, noise: Tensor, ell: Tensor,
+                variance: Tensor, X: Tensor, kernel: RadialKernel, jitter: float) -> Tensor:
+        N = X.shape[0]
+        C = X.new_empty(N, N)
+        for sl in _row_blocks(X):
+            C[sl] = kernel.profile(_block_distances(X, ell, sl))
+        C.mul_(variance)
+        C.diagonal().add_(noise)
+        L, _ = jittered_cholesky(C, jitter, name="K + σ²I")
+        del C
+        a = solve_lower(L, y)
+        ctx.L = L  # freed in backward as soon as C⁻¹ is formed
+        ctx.save_for_backward(solve_lower_t(L, a), ell, variance)
+        ctx.X, ctx.kernel, ctx.noise_shape = X, kernel, noise.shape
+        return _value(L, a)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
+        alpha, ell, variance = ctx.saved_tensors
+        G = torch.cholesky_inverse(ctx.L)
+        ctx.L = None
+        # a 0-dim tensor is a Scalar to torch (the stubs say numbers only)
+        G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)  # type: ignore[arg-type]
+        diag = torch.diagonal(G)
+        gnoise = diag.sum() if len(ctx.noise_shape) == 0 else diag.clone()
+        X, kernel = ctx.X, ctx.kernel
+        Xc = X - X.mean(0)  # distances are translation invariant; centring limits cancellation
+        gvariance = X.new_zeros(())
+        per_dim = X.new_zeros(X.shape[1])  # Σ_ij H_ij (x_id − x_jd)² / 2
+        for sl in _row_blocks(X):
+            r2 = _block_distances(X, ell, sl)
+            gvariance += (G[sl] * kernel.profile(r2)).sum()
+            H = kernel.profile_derivative(r2).mul_(G[sl]).mul_(variance)
+            per_dim += (Xc[sl] * Xc[sl] * H.sum(1)[:, None] - Xc[sl] * (H @ Xc)).sum(0)
+        gell = -4.0 * per_dim / ell**3
+        return (-g * alpha, gnoise, gell.sum() if ell.dim() == 0 else gell, gvariance,
+                None, None, None)
