@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from ..distributed import is_distributed
 from ..linalg import CholeskyError
-from .natural_gradients import natural_gradient_step
+from .natural_gradients import expectation_parameters, natural_gradient_step, natural_update
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
 
@@ -34,7 +34,25 @@ def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any
         sampler: torch.utils.data.distributed.DistributedSampler[Any] = \
             torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, seed=seed)
         return torch.utils.data.DataLoader(dataset, batch_size, sampler=sampler), sampler
-    return torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, generator=g), None
+    return _Batches(model.X, model.y, batch_size, g), None
+
+
+class _Batches:
+    """Shuffled minibatches (X[idx], y[idx]) of tensors already in memory, a new permutation
+    per epoch: one gather per batch, where a DataLoader over a TensorDataset indexes and
+    collates row by row (measured: a fifth of an SVGP step's time at B = 1024, M = 200)."""
+
+    def __init__(self, X: Tensor, y: Tensor, batch_size: int, generator: torch.Generator) -> None:
+        self.X, self.y, self.batch_size, self.generator = X, y, batch_size, generator
+
+    def __len__(self) -> int:
+        return math.ceil(self.X.shape[0] / self.batch_size)
+
+    def __iter__(self) -> Any:
+        order = torch.randperm(self.X.shape[0], generator=self.generator).to(self.X.device)
+        for start in range(0, order.shape[0], self.batch_size):
+            idx = order[start:start + self.batch_size]
+            yield self.X[idx], self.y[idx]
 
 
 def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: float,
@@ -56,6 +74,9 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     hyper = [p for p in model.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]
     opt = torch.optim.Adam(hyper, lr=lr)
     module: nn.Module = nn.parallel.DistributedDataParallel(model) if is_distributed() else model
+    # one pass gives the natural gradient of q(u) and the hyperparameters' gradient (both at
+    # the current q); under DDP the two-pass form keeps its gradient all-reduce
+    fused = not is_distributed() and hasattr(model, "log_prior")
     history: list[float] = []
     steps, epoch = 0, 0
     success, message, interrupted = True, "", False
@@ -65,28 +86,31 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
         for epoch in range(epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)
-            total = 0.0
+            total: Tensor | float = 0.0
             for Xb, yb in loader:
                 if data is not None:
                     Xb, yb = model.internal_batch(Xb, yb)
                 snapshot = Snapshot(model)
                 try:
-                    if natgrad:
-                        def batch_elbo(mean: Tensor, root: Tensor, X: Tensor = Xb,
-                                       y: Tensor = yb) -> Tensor:
-                            return model.elbo(X, y, q_mu=mean, q_sqrt=root)
+                    if natgrad and fused:
+                        loss = _fused_step(model, Xb, yb, hyper, opt, gamma)
+                    else:
+                        if natgrad:
+                            def batch_elbo(mean: Tensor, root: Tensor, X: Tensor = Xb,
+                                           y: Tensor = yb) -> Tensor:
+                                return model.elbo(X, y, q_mu=mean, q_sqrt=root)
 
-                        natural_gradient_step(batch_elbo, model.q_mu, model.q_sqrt, gamma)
-                    opt.zero_grad()
-                    loss = module(Xb, yb)
-                    loss.backward()
-                    opt.step()
+                            natural_gradient_step(batch_elbo, model.q_mu, model.q_sqrt, gamma)
+                        opt.zero_grad()
+                        loss = module(Xb, yb)
+                        loss.backward()
+                        opt.step()
                 except (KeyboardInterrupt, CholeskyError):
                     snapshot.restore()
                     raise
-                total += float(loss.detach())
+                total = total + loss.detach()  # one host sync per epoch, not per step
                 steps += 1
-            history.append(-total / max(1, len(loader)))
+            history.append(-float(total) / max(1, len(loader)))
             bar.update(1)
             bar.set_postfix(elbo=f"{history[-1]:.6g}")
             if callback is not None:
@@ -108,3 +132,19 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     objective = history[-1] if history else float("nan")
     return FitResult(success, message, len(history), steps, objective, history,
                      time.perf_counter() - start, interrupted=interrupted, fixed_budget=True)
+
+
+def _fused_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
+                opt: torch.optim.Optimizer, gamma: float) -> Tensor:
+    """One step from one evaluation of the minibatch bound: its gradient in q(u)'s expectation
+    parameters gives the natural-gradient step (size γ), its gradient in the hyperparameters
+    the Adam step, both taken at the current q(u) (as GPyTorch's and GPflow's loops do).
+    Returns the loss, −(bound + log prior)."""
+    eta = expectation_parameters(model.q_mu, model.q_sqrt)
+    loss = -(model.elbo(Xb, yb, q_mu=eta.mean, q_sqrt=eta.root) + model.log_prior())
+    grads = torch.autograd.grad(loss, [eta.eta1, eta.eta2, *hyper], allow_unused=True)
+    for p, g in zip(hyper, grads[2:]):
+        p.grad = None if g is None else g
+    natural_update(model.q_mu, model.q_sqrt, -grads[0], -grads[1], gamma)
+    opt.step()
+    return loss

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -13,6 +14,29 @@ from ..linalg import CholeskyError, jittered_cholesky
 
 class NaturalGradientError(CholeskyError):
     """No step size keeps the new q(u) positive definite."""
+
+
+class ExpectationParameters(NamedTuple):
+    """η = (m, S + mmᵀ) of q(u) as leaves that require grad, and the (mean [M, C], root
+    [C, M, M]) of q that they give, to evaluate the bound at."""
+
+    eta1: Tensor  # [C, M]
+    eta2: Tensor  # [C, M, M]
+    mean: Tensor
+    root: Tensor
+
+
+def expectation_parameters(q_mu: nn.Parameter, q_sqrt: nn.Parameter) -> ExpectationParameters:
+    """η of q(u) = N(q_mu, q_sqrt q_sqrtᵀ) (shapes q_mu [M, C], q_sqrt [C, M, M]); the bound
+    evaluated at (mean, root) differentiates to ∂L/∂η, the natural gradient."""
+    m, S_root = q_mu.detach().mT, q_sqrt.detach().tril()
+    eta1 = m.clone().requires_grad_(True)
+    eta2 = (S_root @ S_root.mT + m[..., None] * m[..., None, :]).requires_grad_(True)
+    S_eta = eta2 - eta1[..., None] * eta1[..., None, :]
+    root, info = torch.linalg.cholesky_ex(S_eta)  # = q_sqrt's lower triangle, differentiably
+    if int(info.max()) != 0:
+        root = torch.stack([jittered_cholesky(s, 0.0, name="S")[0] for s in S_eta])
+    return ExpectationParameters(eta1, eta2, eta1.mT, root)
 
 
 def natural_gradient_step(objective: Callable[[Tensor, Tensor], Tensor], q_mu: nn.Parameter,
@@ -26,19 +50,21 @@ def natural_gradient_step(objective: Callable[[Tensor, Tensor], Tensor], q_mu: n
     q(u). The step is halved until the new precision is positive definite; returns the step
     taken. Under torch.distributed the ranks' (unbiased) gradients are averaged.
     """
-    m0, S_root = q_mu.detach(), q_sqrt.detach().tril()
-    m = m0.mT  # [C, M]
-    S = S_root @ S_root.mT
-    eta1 = m.clone().requires_grad_(True)
-    eta2 = (S + m[..., None] * m[..., None, :]).requires_grad_(True)
-    S_eta = eta2 - eta1[..., None] * eta1[..., None, :]
-    root = torch.stack([jittered_cholesky(s, 0.0, name="S")[0] for s in S_eta])
-    value = objective(eta1.mT, root)
-    g1, g2 = torch.autograd.grad(value, (eta1, eta2))
+    eta = expectation_parameters(q_mu, q_sqrt)
+    g1, g2 = torch.autograd.grad(objective(eta.mean, eta.root), (eta.eta1, eta.eta2))
     if is_distributed():  # every rank's estimate is unbiased: average them
         all_reduce_([g1, g2], "the natural gradient")
         g1, g2 = g1 / torch.distributed.get_world_size(), g2 / torch.distributed.get_world_size()
+    return natural_update(q_mu, q_sqrt, g1, g2, gamma)
+
+
+def natural_update(q_mu: nn.Parameter, q_sqrt: nn.Parameter, g1: Tensor, g2: Tensor,
+                   gamma: float) -> float:
+    """θ ← θ + γ (g1, g2) for the gradients (g1, g2) of the bound in η (see
+    `natural_gradient_step`), halving γ until the new precision is positive definite."""
+    m, S_root = q_mu.detach().mT, q_sqrt.detach().tril()
     g2 = 0.5 * (g2 + g2.mT)
+    S = S_root @ S_root.mT
     L_S = torch.linalg.cholesky(S)
     theta1 = torch.cholesky_solve(m[..., None], L_S)[..., 0]  # S⁻¹m
     precision = torch.cholesky_inverse(L_S)  # S⁻¹ (q(u) is stored by its covariance)
