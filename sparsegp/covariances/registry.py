@@ -92,6 +92,17 @@ def check_pair(feature: Any, kernel: Any) -> None:
         Kuf(feature, kernel, x)
 
 
+def paired(feature: Any, kernel: Any) -> list[tuple[Any, Kernel]]:
+    """(feature_i, kernel_i) of a list of features (`features.Stacked`, `features.Separate`)
+    against the kernels of a combination (a sum, `kernels.Separate`): one feature per kernel."""
+    features, kernels = list(feature.features), list(kernel.kernels)
+    if len(features) != len(kernels):
+        raise ValueError(f"{type(feature).__name__} has {len(features)} inducing features but "
+                         f"{type(kernel).__name__} has {len(kernels)} kernels: give one feature "
+                         f"per {feature.part_name}")
+    return list(zip(features, kernels))
+
+
 def input_dim(feature: Any, kernel: Kernel) -> int:
     """Columns of the inputs X: fixed by the kernel where it requires a dimension (images of a
     convolutional kernel, whose features live in patch space), else the feature's."""

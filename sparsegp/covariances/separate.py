@@ -12,7 +12,7 @@ from ..features.base import InducingFeature
 from ..features.separate import Separate as SeparateFeatures
 from ..kernels.base import Kernel
 from ..kernels.separate import Separate
-from .registry import Kuu_cholesky, register, width
+from .registry import Kuu_cholesky, paired, register, width
 
 
 def separate_pairs(feature: object, kernel: Kernel) -> list[tuple[InducingFeature, Kernel]] | None:
@@ -22,20 +22,12 @@ def separate_pairs(feature: object, kernel: Kernel) -> list[tuple[InducingFeatur
     if not isinstance(feature, SeparateFeatures):
         raise TypeError("kernels.Separate needs features.Separate inducing features (one per "
                         f"output); got {type(feature).__name__}")
-    return parts(feature, kernel)
-
-
-def parts(feature: SeparateFeatures, kernel: Separate) -> list[tuple[InducingFeature, Kernel]]:
-    """(feature_p, kernel_p) for every output."""
-    if len(feature.features) != len(kernel.kernels):
-        raise ValueError(f"features.Separate has {len(feature.features)} inducing features but "
-                         f"kernels.Separate has {len(kernel.kernels)} kernels: one per output")
-    return list(zip(feature.features, kernel.kernels))
+    return paired(feature, kernel)
 
 
 @register("width", SeparateFeatures, Separate)
 def _width_separate(feature: SeparateFeatures, kernel: Separate) -> int:
-    return max(width(f, k) for f, k in parts(feature, kernel))
+    return max(width(f, k) for f, k in paired(feature, kernel))
 
 
 @register("cholesky", SeparateFeatures, Separate)
@@ -45,5 +37,5 @@ def _cholesky_separate(feature: SeparateFeatures, kernel: Separate, jitter: floa
         raise ValueError(f"stacked Cholesky factors need equal numbers of inducing variables per "
                          f"output; got {feature.blocks}")
     factors = [Kuu_cholesky(f, k, jitter, f"{name} of output {p}")
-               for p, (f, k) in enumerate(parts(feature, kernel))]
+               for p, (f, k) in enumerate(paired(feature, kernel))]
     return torch.stack([L for L, _ in factors]), max(j for _, j in factors)

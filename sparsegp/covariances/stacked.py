@@ -11,38 +11,30 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..features.base import InducingFeature
 from ..features.stacked import Stacked
-from ..kernels.base import Kernel, Sum
+from ..kernels.base import Sum
 from ..linalg import jittered_cholesky
-from .registry import Kuf, Kuu, register, width
-
-
-def _parts(feature: Stacked, kernel: Sum) -> list[tuple[InducingFeature, Kernel]]:
-    if len(feature.features) != len(kernel.kernels):
-        raise ValueError(f"Stacked has {len(feature.features)} inducing features but the sum has "
-                         f"{len(kernel.kernels)} kernels: give one feature per part")
-    return list(zip(feature.features, kernel.kernels))
+from .registry import Kuf, Kuu, paired, register, width
 
 
 @register("Kuu", Stacked, Sum)
 def _kuu_stacked(feature: Stacked, kernel: Sum) -> Tensor:
-    return torch.block_diag(*(Kuu(f, k) for f, k in _parts(feature, kernel)))
+    return torch.block_diag(*(Kuu(f, k) for f, k in paired(feature, kernel)))
 
 
 @register("Kuf", Stacked, Sum)
 def _kuf_stacked(feature: Stacked, kernel: Sum, X: Tensor) -> Tensor:
-    return torch.cat([Kuf(f, k, X) for f, k in _parts(feature, kernel)], 0)
+    return torch.cat([Kuf(f, k, X) for f, k in paired(feature, kernel)], 0)
 
 
 @register("width", Stacked, Sum)
 def _width_stacked(feature: Stacked, kernel: Sum) -> int:
-    return sum(width(f, k) for f, k in _parts(feature, kernel))
+    return sum(width(f, k) for f, k in paired(feature, kernel))
 
 
 @register("cholesky", Stacked, Sum)
 def _cholesky_stacked(feature: Stacked, kernel: Sum, jitter: float, name: str
                       ) -> tuple[Tensor, float]:
     factors = [jittered_cholesky(Kuu(f, k), jitter, name=f"{name} block {i}")
-               for i, (f, k) in enumerate(_parts(feature, kernel))]
+               for i, (f, k) in enumerate(paired(feature, kernel))]
     return torch.block_diag(*(L for L, _ in factors)), max(j for _, j in factors)
