@@ -192,7 +192,7 @@ class KISSGP(GPModel):
                                      saved["noise_variance"], self.prior_mean())
 
     # Adam's step size where Model.fit takes L-BFGS-B's tolerance
-    def fit(self, maxiter: int = 300, lr: float = 0.05, progress: bool | None = None,  # type: ignore[override]
+    def fit(self, maxiter: int = 300, *, lr: float = 0.05, progress: bool | None = None,  # type: ignore[override]
             callback: Any = None, diagnose: bool = False) -> FitResult:
         """`maxiter` Adam steps (`lr`) on the evidence with fresh probe vectors per step, whose
         gradient is an unbiased estimate (Gardner et al. 2018): the trace term's estimate has

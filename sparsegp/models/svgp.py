@@ -239,7 +239,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                                      self.q_mu, self.q_sqrt, gamma)
 
     # minibatch options first: SVGP trains by other means than the L-BFGS-B of Model.fit
-    def fit(self, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,  # type: ignore[override]
+    def fit(self, *, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,  # type: ignore[override]
             natgrad: bool = True, gamma: float | None = None, maxiter: int = 1000,
             data: Any = None, progress: bool | None = None, seed: int = 0,
             callback: Any = None) -> FitResult:
