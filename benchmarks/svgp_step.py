@@ -1,5 +1,5 @@
 """SVGP minibatch steps: the fused step (one evaluation of the bound gives the natural gradient
-of q(u) and the hyperparameters' gradient; `training.minibatch._fused_step`) against the
+of q(u) and the hyperparameters' gradient; `training.minibatch._natural_step`) against the
 two-pass step (a natural-gradient step, then a second evaluation for Adam), same model, same
 batches, interleaved, in one run; and the rate of the batch's GEMM-shaped work for scale.
 
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import sparsegp as sg
-from sparsegp.training.minibatch import _fused_step
+from sparsegp.training.minibatch import _natural_step
 from sparsegp.training.natural_gradients import natural_gradient_step
 
 
@@ -54,7 +54,7 @@ def main() -> None:
             Xb, yb = batch()
             t = time.perf_counter()
             if name == "fused":
-                _fused_step(model, Xb, yb, hyper, opt, 0.1)
+                _natural_step(model, Xb, yb, hyper, opt, 0.1)
             else:
                 two_pass(Xb, yb)
             if step >= 2:  # the first steps set up the optimiser's state

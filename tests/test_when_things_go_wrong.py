@@ -156,7 +156,7 @@ def test_ctrl_c_in_minibatch_training_restores_the_step_it_interrupted(monkeypat
     X, y = make_problem(3, N=200)
     labels = (y > np.median(y)).astype(float)
     sv = sg.SVGP(X, labels, likelihood=sg.likelihoods.Bernoulli(), inducing_points=10)
-    real, before = minibatch.natural_gradient_step, []
+    real, before = minibatch.natural_update, []
 
     def interrupted_after_the_natural_gradient(*args, **kw):
         before.append(sv.q_mu.detach().clone())
@@ -164,7 +164,7 @@ def test_ctrl_c_in_minibatch_training_restores_the_step_it_interrupted(monkeypat
         if len(before) == 4:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(minibatch, "natural_gradient_step", interrupted_after_the_natural_gradient)
+    monkeypatch.setattr(minibatch, "natural_update", interrupted_after_the_natural_gradient)
     with pytest.warns(RuntimeWarning, match="interrupted"):
         result = sv.fit(batch_size=50, epochs=3, progress=False)
     assert result.interrupted and result.evaluations == 3
@@ -177,7 +177,7 @@ def test_a_step_that_cannot_be_taken_stops_minibatch_training_instead_of_raising
     X, y = make_problem(3, N=200)
     sv = sg.SVGP(X, (y > np.median(y)).astype(float), likelihood=sg.likelihoods.Bernoulli(),
                  inducing_points=10)
-    real, before = minibatch.natural_gradient_step, []
+    real, before = minibatch.natural_update, []
 
     def failing_on_the_third(*args, **kw):
         before.append(sv.q_mu.detach().clone())
@@ -186,7 +186,7 @@ def test_a_step_that_cannot_be_taken_stops_minibatch_training_instead_of_raising
             raise NaturalGradientError("simulated: no step keeps S positive definite")
         return real(*args, **kw)
 
-    monkeypatch.setattr(minibatch, "natural_gradient_step", failing_on_the_third)
+    monkeypatch.setattr(minibatch, "natural_update", failing_on_the_third)
     with pytest.warns(RuntimeWarning, match="stopped: simulated"):
         result = sv.fit(batch_size=50, epochs=3, progress=False)
     assert not result.success and not result.interrupted and result.evaluations == 2

@@ -113,7 +113,7 @@ class _RadialEvidence(torch.autograd.Function):
     every N×N quantity but C = K + σ²I, its factor and G formed a block of rows at a time.
 
     Forward: C, written block by block, and its Cholesky factor (C is then freed). Backward,
-    with G = ∂F/∂C = ½(ααᵀ − C⁻¹) from the factor (which is then freed): ∂F/∂σ² = ⟨G, ρ⟩,
+    with G = ∂F/∂C = ½(ααᵀ − C⁻¹) from the factor (both kept): ∂F/∂σ² = ⟨G, ρ⟩,
     and with H = σ² G ⊙ ρ'(r²) (symmetric),
     ∂F/∂ℓ_d = −(2/ℓ_d³) Σ_ij H_ij (x_id − x_jd)² = −(4/ℓ_d³) Σ_i (x_id² (H1)_i − x_id (Hx_d)_i):
     matrix-vector products per block, never a per-dimension N×N matrix.
@@ -131,17 +131,15 @@ class _RadialEvidence(torch.autograd.Function):
         L, _ = jittered_cholesky(C, jitter, name="K + σ²I")
         del C
         a = solve_lower(L, y)
-        ctx.L = L  # freed in backward as soon as C⁻¹ is formed
-        ctx.save_for_backward(solve_lower_t(L, a), ell, variance)
+        ctx.save_for_backward(L, solve_lower_t(L, a), ell, variance)
         ctx.X, ctx.kernel, ctx.noise_shape = X, kernel, noise.shape
         return _value(L, a)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
-        alpha, ell, variance = ctx.saved_tensors
-        G = torch.cholesky_inverse(ctx.L)
-        ctx.L = None
+        L, alpha, ell, variance = ctx.saved_tensors
+        G = torch.cholesky_inverse(L)
         # a 0-dim tensor is a Scalar to torch (the stubs say numbers only)
         G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)  # type: ignore[arg-type]
         diag = torch.diagonal(G)

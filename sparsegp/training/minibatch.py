@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..distributed import is_distributed
+from ..distributed import all_reduce_, is_distributed
 from ..linalg import CholeskyError
-from .natural_gradients import expectation_parameters, natural_gradient_step, natural_update
+from .natural_gradients import expectation_parameters, natural_update
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
 
@@ -74,9 +74,7 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     hyper = [p for p in model.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]
     opt = torch.optim.Adam(hyper, lr=lr)
     module: nn.Module = nn.parallel.DistributedDataParallel(model) if is_distributed() else model
-    # one pass gives the natural gradient of q(u) and the hyperparameters' gradient (both at
-    # the current q); under DDP the two-pass form keeps its gradient all-reduce
-    fused = not is_distributed() and hasattr(model, "log_prior")
+
     history: list[float] = []
     steps, epoch = 0, 0
     success, message, interrupted = True, "", False
@@ -92,15 +90,9 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
                     Xb, yb = model.internal_batch(Xb, yb)
                 snapshot = Snapshot(model)
                 try:
-                    if natgrad and fused:
-                        loss = _fused_step(model, Xb, yb, hyper, opt, gamma)
+                    if natgrad:  # one evaluation: q(u)'s natural gradient and Adam's gradient
+                        loss = _natural_step(model, Xb, yb, hyper, opt, gamma)
                     else:
-                        if natgrad:
-                            def batch_elbo(mean: Tensor, root: Tensor, X: Tensor = Xb,
-                                           y: Tensor = yb) -> Tensor:
-                                return model.elbo(X, y, q_mu=mean, q_sqrt=root)
-
-                            natural_gradient_step(batch_elbo, model.q_mu, model.q_sqrt, gamma)
                         opt.zero_grad()
                         loss = module(Xb, yb)
                         loss.backward()
@@ -134,17 +126,23 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
                      time.perf_counter() - start, interrupted=interrupted, fixed_budget=True)
 
 
-def _fused_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
-                opt: torch.optim.Optimizer, gamma: float) -> Tensor:
+def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
+                  opt: torch.optim.Optimizer, gamma: float) -> Tensor:
     """One step from one evaluation of the minibatch bound: its gradient in q(u)'s expectation
     parameters gives the natural-gradient step (size γ), its gradient in the hyperparameters
-    the Adam step, both taken at the current q(u) (as GPyTorch's and GPflow's loops do).
-    Returns the loss, −(bound + log prior)."""
+    the Adam step, both taken at the current q(u) (as GPyTorch's and GPflow's loops do). Under
+    torch.distributed every rank's (unbiased) gradients are averaged. Returns the loss,
+    −(bound + log prior)."""
     eta = expectation_parameters(model.q_mu, model.q_sqrt)
     loss = -(model.elbo(Xb, yb, q_mu=eta.mean, q_sqrt=eta.root) + model.log_prior())
-    grads = torch.autograd.grad(loss, [eta.eta1, eta.eta2, *hyper], allow_unused=True)
+    found = torch.autograd.grad(loss, [eta.eta1, eta.eta2, *hyper], allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g
+             for p, g in zip([eta.eta1, eta.eta2, *hyper], found)]
+    if is_distributed():
+        all_reduce_(grads, "the minibatch gradients")
+        grads = [g / torch.distributed.get_world_size() for g in grads]
     for p, g in zip(hyper, grads[2:]):
-        p.grad = None if g is None else g
+        p.grad = g
     natural_update(model.q_mu, model.q_sqrt, -grads[0], -grads[1], gamma)
     opt.step()
     return loss
