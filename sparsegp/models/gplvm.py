@@ -265,3 +265,6 @@ class _MinibatchBound(nn.Module):
 
     def forward(self, rows: Tensor, Yb: Tensor) -> Tensor:
         return -(self.elbo(rows, Yb) + self.model.log_prior())
+
+    def log_prior(self) -> Tensor:
+        return self.model.log_prior()

@@ -244,3 +244,6 @@ class _MinibatchTransitions(nn.Module):
 
     def forward(self, steps: Tensor, y: Tensor) -> Tensor:
         return -(self.elbo(steps, y) + self.model.log_prior())
+
+    def log_prior(self) -> Tensor:
+        return self.model.log_prior()
