@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -26,7 +26,16 @@ from .structured.grid import interpolate, interpolated_diag, kuu_matmul
 
 if TYPE_CHECKING:
     from .kernels.stationary import RadialKernel
-    from .models.spectral import SpectralBasis
+
+
+class FeatureBasis(Protocol):
+    """What `FeaturePosterior` needs of a basis of K features (`models.spectral.SpectralBasis`:
+    models sit above posteriors, so the type is described here, not imported)."""
+
+    @property
+    def num_inducing(self) -> int: ...
+
+    def features(self, X: Tensor, kernel: Kernel) -> Tensor: ...
 
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -297,10 +306,11 @@ class FeaturePosterior(Posterior):
     Fourier features, sparse spectrum GP): mean φ*ᵀm, variance φ*ᵀSφ*. `basis.features(X,
     kernel)` gives φ [K, B]."""
 
-    def __init__(self, basis: SpectralBasis, kernel: Kernel, q: WhitenedGaussian,
+    def __init__(self, basis: nn.Module, kernel: Kernel, q: WhitenedGaussian,
                  noise_variance: Tensor, mean: nn.Module | None = None) -> None:
         self._adopt_mean(mean)
-        self.basis, self.kernel = frozen_copy(basis), frozen_copy(kernel)
+        self.basis = cast(FeatureBasis, frozen_copy(basis))  # a module with `FeatureBasis`'s API
+        self.kernel = frozen_copy(kernel)
         self.q = WhitenedGaussian(q.mean.detach(), q.root.detach(), bool(q.precision))
         self.noise_variance = noise_variance.detach()
 
@@ -321,7 +331,7 @@ class FeaturePosterior(Posterior):
                 "noise_variance": self.noise_variance}
 
     @classmethod
-    def from_state(cls, basis: SpectralBasis, kernel: Kernel, saved: dict[str, Any],
+    def from_state(cls, basis: nn.Module, kernel: Kernel, saved: dict[str, Any],
                    mean: nn.Module | None = None) -> FeaturePosterior:
         q = WhitenedGaussian(saved["q_mean"], saved["q_root"], bool(saved["q_precision"]))
         return cls(basis, kernel, q, saved["noise_variance"], mean)
