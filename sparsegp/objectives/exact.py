@@ -68,16 +68,22 @@ class _ExactEvidence(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
         L, alpha = ctx.saved_tensors
-        G = torch.cholesky_inverse(L)  # C⁻¹, then ∂F/∂C = ½(ααᵀ − C⁻¹) in place
-        # a 0-dim tensor is a Scalar to torch (the stubs say numbers only)
-        G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)  # type: ignore[arg-type]
+        G, gnoise = _covariance_gradient(L, alpha, g, ctx.noise_shape)
         gK = G if ctx.needs_input_grad[0] else None
         gy = -g * alpha if ctx.needs_input_grad[1] else None
-        gnoise = None
-        if ctx.needs_input_grad[2]:
-            diag = torch.diagonal(G)
-            gnoise = diag.sum() if len(ctx.noise_shape) == 0 else diag.clone()
-        return gK, gy, gnoise, None
+        return gK, gy, gnoise if ctx.needs_input_grad[2] else None, None
+
+
+def _covariance_gradient(L: Tensor, alpha: Tensor, g: Tensor, noise_shape: torch.Size
+                         ) -> tuple[Tensor, Tensor]:
+    """g·∂F/∂C = (g/2)(ααᵀ − C⁻¹) [N, N] from the factor L of C = K + σ²I and α = C⁻¹y (by one
+    `cholesky_inverse`, then in place), and the noise's gradient: its trace for one σ², its
+    diagonal for a σ²_n per point."""
+    G = torch.cholesky_inverse(L)
+    # a 0-dim tensor is a Scalar to torch (the stubs say numbers only)
+    G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)  # type: ignore[arg-type]
+    diag = torch.diagonal(G)
+    return G, diag.sum() if len(noise_shape) == 0 else diag.clone()
 
 
 def exact_objective(kernel: Kernel, X: Tensor, y: Tensor, noise_variance: Tensor,
@@ -139,11 +145,7 @@ class _RadialEvidence(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
         L, alpha, ell, variance = ctx.saved_tensors
-        G = torch.cholesky_inverse(L)
-        # a 0-dim tensor is a Scalar to torch (the stubs say numbers only)
-        G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)  # type: ignore[arg-type]
-        diag = torch.diagonal(G)
-        gnoise = diag.sum() if len(ctx.noise_shape) == 0 else diag.clone()
+        G, gnoise = _covariance_gradient(L, alpha, g, ctx.noise_shape)
         X, kernel = ctx.X, ctx.kernel
         Xc = X - X.mean(0)  # distances are translation invariant; centring limits cancellation
         gvariance = X.new_zeros(())
