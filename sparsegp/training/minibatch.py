@@ -73,8 +73,9 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     q = {id(model.q_mu), id(model.q_sqrt)}
     hyper = [p for p in model.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]
     opt = torch.optim.Adam(hyper, lr=lr)
-    module: nn.Module = nn.parallel.DistributedDataParallel(model) if is_distributed() else model
-
+    # DDP all-reduces the gradients of Adam-only steps; the natural-gradient step averages its own
+    module: nn.Module = (nn.parallel.DistributedDataParallel(model)
+                         if is_distributed() and not natgrad else model)
     history: list[float] = []
     steps, epoch = 0, 0
     success, message, interrupted = True, "", False
