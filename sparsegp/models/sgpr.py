@@ -20,7 +20,6 @@ from ..objectives.collapsed import (
     family,
     output_parts,
     posterior_q,
-    separate_posterior_q,
     titsias_upper_bound,
 )
 from ..objectives.coregional import lmc_objective, lmc_posterior_q, lmc_upper_bound
@@ -228,11 +227,12 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         return float(U) + self._objective_offset()
 
     def _build_posterior(self) -> Posterior:
-        if separate_parts(self.kernel) is not None:
-            parts = [SparsePosterior(part.kernel, part.feature, L, q, self.noise_rows(), used)
-                     for (L, q, used), (_, part) in zip(
-                         separate_posterior_q(self.collapsed_problem()),
-                         output_parts(self.collapsed_problem()))]
+        if separate_parts(self.kernel) is not None:  # one posterior per output, from its part
+            parts = []
+            for _, part in output_parts(self.collapsed_problem()):
+                L, q, used = posterior_q(part)
+                parts.append(SparsePosterior(part.kernel, part.feature, L, q, self.noise_rows(),
+                                             used))
             return SeparatePosterior(parts, self.noise_rows())
         if self.mixing_matrix is not None:
             L, q, used = lmc_posterior_q(self.collapsed_problem(), self.mixing_matrix)

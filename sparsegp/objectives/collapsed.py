@@ -263,12 +263,6 @@ def _factored_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, Collaps
             for cols, part in parts]
 
 
-def separate_posterior_q(p: CollapsedProblem) -> list[tuple[Tensor, WhitenedGaussian, float]]:
-    """`posterior_q` of every output of a `kernels.Separate` model (its own kernel, inducing
-    feature and factor)."""
-    return [posterior_q(part) for _, part in output_parts(p)]
-
-
 def posterior_q(p: CollapsedProblem) -> tuple[Tensor, WhitenedGaussian, float]:
     """The optimal q(u) of every member (MATH.md §2, 'Posterior over u'): L = chol(Kuu),
     whitened q(v) = N(L_B⁻ᵀe, B⁻¹), and the relative jitter used. With P outputs the mean is

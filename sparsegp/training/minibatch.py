@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..distributed import all_reduce_, is_distributed
+from ..distributed import is_distributed
 from ..linalg import CholeskyError
-from .natural_gradients import expectation_parameters, natural_update
+from .natural_gradients import averaged_over_ranks, expectation_parameters, natural_update
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
 
@@ -139,9 +139,7 @@ def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
     found = torch.autograd.grad(loss, [eta.eta1, eta.eta2, *hyper], allow_unused=True)
     grads = [torch.zeros_like(p) if g is None else g
              for p, g in zip([eta.eta1, eta.eta2, *hyper], found)]
-    if is_distributed():
-        all_reduce_(grads, "the minibatch gradients")
-        grads = [g / torch.distributed.get_world_size() for g in grads]
+    grads = averaged_over_ranks(grads, "the minibatch gradients")
     for p, g in zip(hyper, grads[2:]):
         p.grad = g
     natural_update(model.q_mu, model.q_sqrt, -grads[0], -grads[1], gamma)

@@ -51,11 +51,19 @@ def natural_gradient_step(objective: Callable[[Tensor, Tensor], Tensor], q_mu: n
     taken. Under torch.distributed the ranks' (unbiased) gradients are averaged.
     """
     eta = expectation_parameters(q_mu, q_sqrt)
-    g1, g2 = torch.autograd.grad(objective(eta.mean, eta.root), (eta.eta1, eta.eta2))
-    if is_distributed():  # every rank's estimate is unbiased: average them
-        all_reduce_([g1, g2], "the natural gradient")
-        g1, g2 = g1 / torch.distributed.get_world_size(), g2 / torch.distributed.get_world_size()
+    g1, g2 = averaged_over_ranks(
+        list(torch.autograd.grad(objective(eta.mean, eta.root), (eta.eta1, eta.eta2))),
+        "the natural gradient")
     return natural_update(q_mu, q_sqrt, g1, g2, gamma)
+
+
+def averaged_over_ranks(grads: list[Tensor], what: str) -> list[Tensor]:
+    """Gradients averaged over the torch.distributed ranks (every rank's minibatch estimate is
+    unbiased); unchanged in one process."""
+    if not is_distributed():
+        return grads
+    all_reduce_(grads, what)
+    return [g / torch.distributed.get_world_size() for g in grads]
 
 
 def natural_update(q_mu: nn.Parameter, q_sqrt: nn.Parameter, g1: Tensor, g2: Tensor,
