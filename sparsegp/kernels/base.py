@@ -12,10 +12,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, cast
 
+import torch
 from torch import Tensor, nn
 
 from ..parameters import Parameterised, as_user_value
 from ..registry import Registered, Registry
+
+#: `Kernel.K_blocks` forms K of at most this many rows at a time (for several small blocks).
+BLOCK_ROWS = 256
 
 
 class Kernel(Registered, Parameterised, ABC):
@@ -73,6 +77,30 @@ class Kernel(Registered, Parameterised, ABC):
     @abstractmethod
     def K_diag(self, X: Tensor) -> Tensor:
         """Diagonal of K(X, X). Shapes: X [N, D] -> [N]."""
+
+    def K_blocks(self, X: Tensor) -> Tensor:
+        """K(X_b, X_b) of B sets of S inputs at once. Shapes: X [B, S, D] -> [B, S, S].
+
+        This one forms K of the rows of up to `BLOCK_ROWS` of them at a time and keeps its
+        diagonal blocks (up to BLOCK_ROWS/S times the work needed); kernels that can evaluate
+        batches directly override it.
+
+        Example:
+
+            >>> import torch, sparsegp as sg
+            >>> k = sg.kernels.Linear()
+            >>> X = torch.randn(4, 3, 2, dtype=torch.float64)
+            >>> bool(torch.allclose(k.K_blocks(X)[1], k.K(X[1])))
+            True
+        """
+        B, S, D = X.shape
+        step = max(1, BLOCK_ROWS // S)
+        parts = []
+        for i in range(0, B, step):
+            b = min(step, B - i)
+            K = self.K(X[i:i + b].reshape(b * S, D)).view(b, S, b, S)
+            parts.append(K.diagonal(dim1=0, dim2=2).permute(2, 0, 1))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         """Give every unset parameter a starting value based on the inputs X [N, D]."""
@@ -188,6 +216,9 @@ class Sum(Combination):
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         return cast(Tensor, sum(k.K(X, X2) for k in self.kernels))
 
+    def K_blocks(self, X: Tensor) -> Tensor:
+        return cast(Tensor, sum(k.K_blocks(X) for k in self.kernels))
+
     def K_diag(self, X: Tensor) -> Tensor:
         return cast(Tensor, sum(k.K_diag(X) for k in self.kernels))
 
@@ -215,6 +246,9 @@ class Product(Combination):
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         return cast(Tensor, math.prod(k.K(X, X2) for k in self.kernels))
+
+    def K_blocks(self, X: Tensor) -> Tensor:
+        return cast(Tensor, math.prod(k.K_blocks(X) for k in self.kernels))
 
     def K_diag(self, X: Tensor) -> Tensor:
         return cast(Tensor, math.prod(k.K_diag(X) for k in self.kernels))

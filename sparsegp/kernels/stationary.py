@@ -166,6 +166,11 @@ class RadialKernel(Stationary):
         ell = self._checked_lengthscale(X, X2)
         return self.value("variance") * self.profile(scaled_squared_distance(X, X2, ell))
 
+    def K_blocks(self, X: Tensor) -> Tensor:
+        # the batched distances: B·S² kernel values, not (B·S)²
+        ell = self._checked_lengthscale(X[0], None)
+        return self.value("variance") * self.profile(scaled_squared_distance(X, None, ell))
+
 
 class SquaredExponential(RadialKernel):
     """σ² exp(−r²/2) (RBF).

@@ -17,29 +17,25 @@ and V_b = C_b⁻¹[a_bᵀ, y_b] ([|b|, M + 1]):
 (the last as a log of ratios near 1, so small α_b lose nothing to cancellation). σ² may
 differ per point (Λ_b = α_b D_b + diag σ²_b): the noise is a column of the stream. Cost
 O(N·M² + Σ_b |b|³), memory O(chunk·M + M² + max_b |b|²): the data are sorted by block once
-and streamed in short runs of whole blocks; each run's Kff is formed once (its diagonal
-blocks gathered from it) and blocks of equal size are factorised as one batch. The
-backward pass recomputes each run under autograd (no N×M tensor is kept).
+and streamed in runs of whole blocks; blocks of similar size are padded to one size and
+factorised as one batch (`Kernel.K_blocks` gives their Kff blocks at once). The backward
+pass recomputes each run and applies the chain rule by hand (`BlockPowerEPStream`; no N×M
+tensor is kept).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..covariances import Kuf
-from .recomputed import RecomputedStream
-
-#: A run of blocks holds at most max(RUN_ROWS, RUN_BLOCKS × the largest block) rows: it forms
-#: its Kff whole (O(run²) kernel values, of which only Σ_b |b|² are used) and pays a fixed
-#: Python overhead (measured best on 2 cores for blocks of 5 to 200 points).
-RUN_ROWS = 256
-RUN_BLOCKS = 4
+from ..covariances import cross_covariance
+from ..kernels.base import Kernel
+from .streaming import Stream
 
 
 class Blocking(NamedTuple):
@@ -62,10 +58,7 @@ class Blocking(NamedTuple):
         return max(b - a for a, b in zip(self.starts[:-1], self.starts[1:]))
 
     def runs(self, rows: int) -> list[slice]:
-        """Runs of whole blocks (grouped order) of at most `rows` rows (and at most
-        max(RUN_ROWS, RUN_BLOCKS × the largest block): a run's Kff is formed whole), or one
-        larger block."""
-        rows = min(rows, max(RUN_ROWS, RUN_BLOCKS * self.max_size))
+        """Runs of whole blocks (grouped order) of at most `rows` rows, or one larger block."""
         out, start = [], 0
         for i in range(1, len(self.starts)):
             end = self.starts[i]
@@ -107,51 +100,199 @@ def make_blocking(codes: Tensor, alpha: Tensor) -> Blocking:
     return Blocking(order, codes[order], alpha, tuple(int(s) for s in starts))
 
 
-class BlockPowerEPStream(RecomputedStream):
-    """Σ over runs of whole blocks of ([A c; cᵀ s_y], s_loglam, s_d, s_pen) (module docstring);
-    columns (X, y, block ids, α per row, σ² per row); outputs laid out as `PowerEPStream`'s."""
+#: Blocks at least this fraction of a batch's largest block are padded to its size and
+#: factorised with it: at most 1/0.9³ ≈ 1.4× the cubic work, for one pass per batch (measured
+#: on kin8nm-sized data, benchmarks/block_pep.py: 0.75 and 1.0 were slower for M = 5–200).
+PAD_FRACTION = 0.9
 
-    # its extra columns: the block ids, α and σ² of every point
-    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, ids: Tensor, alpha: Tensor,  # type: ignore[override]
-             noise: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One run's sums as a differentiable function of the kernel, feature, L, y and σ²."""
-        M = self.M
-        a = torch.linalg.solve_triangular(L, Kuf(self.feature, self.kernel, Xb).to(L.dtype),
-                                          upper=False)
-        AY = torch.cat([a, yb.to(L.dtype)[None]], 0)  # [M + 1, B]
-        noise = noise.to(L.dtype)
-        sizes = torch.unique_consecutive(ids, return_counts=True)[1]
-        starts = torch.cumsum(sizes, 0) - sizes
-        AA = L.new_zeros(M + 1, M + 1)
-        log_det = d_sum = pen = L.new_zeros(())
-        # the run's Kff once (runs are short: `RUN_ROWS`), its diagonal blocks gathered
-        Kff = self.kernel.K(Xb).to(L.dtype) if int(sizes.max()) > 1 else None
-        for s in torch.unique(sizes).tolist():
-            first = starts[sizes == s]
-            rows = first[:, None] + torch.arange(s, device=first.device)  # [nb, s]
-            Kbb = (self.kernel.K_diag(Xb[rows[:, 0]]).to(L.dtype)[:, None, None] if s == 1
-                   else cast(Tensor, Kff)[rows[:, :, None], rows[:, None, :]])  # a run with s > 1
-            ab = a[:, rows].permute(1, 2, 0)  # [nb, s, M]
+
+def _batches(sizes: list[int]) -> list[tuple[list[int], list[int], int]]:
+    """Blocks of a run (sizes in ascending order, contiguous) as batches of similar size:
+    (first rows, sizes, the padded size S) from the largest down."""
+    starts = [0]
+    for s in sizes[:-1]:
+        starts.append(starts[-1] + s)
+    out, j = [], len(sizes)
+    while j > 0:
+        S, i = sizes[j - 1], j - 1
+        while i > 0 and sizes[i - 1] >= PAD_FRACTION * S:
+            i -= 1
+        out.append((starts[i:j], sizes[i:j], S))
+        j = i
+    return out
+
+
+class _Group(NamedTuple):
+    """A batch of blocks in a run, padded to size S and factorised: `rows` [nb, S] (run
+    positions; R for padding), `a` [nb, S, M] their a_n, `D` [nb, S, S], `alpha` [nb, 1, 1],
+    `noise` [nb, S] and C = chol(αD + diag σ²) [nb, S, S]."""
+
+    rows: Tensor
+    a: Tensor
+    D: Tensor
+    alpha: Tensor
+    noise: Tensor
+    C: Tensor
+
+
+def _padded(a: Tensor, yb: Tensor) -> Tensor:
+    """[a; yᵀ] with one more, zero, column for the padding: [M + 1, R + 1]."""
+    AY = a.new_zeros(a.shape[0] + 1, a.shape[1] + 1)
+    AY[:-1, :-1], AY[-1, :-1] = a, yb
+    return AY
+
+
+class BlockPowerEPStream(Stream):
+    """Σ over runs of whole blocks of ([A c; cᵀ s_y], s_loglam, s_d, s_pen) (module docstring);
+    columns (X, y, block ids, α per row, σ² per row); outputs laid out as `PowerEPStream`'s.
+
+    Backward, per block (P = [a_bᵀ, y_b], W = Λ⁻¹P, G the gradient of [A c; cᵀ s_y] with
+    Gₛ = (G + Gᵀ)/2, w = (1−α)/α): ∂P = 2WGₛ, ∂Λ = −WGₛWᵀ + (g_sl + w g_sp)Λ⁻¹,
+    ∂σ²_i = ∂Λ_ii − w g_sp/σ²_i, ∂D = α∂Λ + g_sd I = ∂Kff_bb, ∂a_b = ∂P[:, :M]ᵀ − 2a_b∂D,
+    ∂y_b = ∂P[:, M]; then ∂Kuf = L⁻ᵀ∂a and ∂L = −L⁻ᵀ Σ ∂a aᵀ as for the point-wise family.
+    The kernel's gradient from the within-block Kff is one vector-Jacobian product per run
+    (its kernel parameters are inputs of the stream too). Where rounding made D indefinite
+    beyond −σ²/α, the forward pass uses its PSD part and the gradient treats it as D.
+    """
+
+    def __init__(self, feature: Any, kernel: Kernel, L: Tensor) -> None:
+        self.kernel, self.M = kernel, feature.num_inducing
+        self.kuf = cross_covariance(feature, kernel, L.dtype)
+        self.kff_params = tuple(p for p in kernel.parameters() if p.requires_grad)
+        self.inputs = (*self.kuf.inputs, L, *self.kff_params)
+        self.L = L.detach()
+
+    def _groups(self, Xb: Tensor, ids: Tensor, alpha: Tensor, noise: Tensor
+                ) -> tuple[Tensor, Tensor, list[_Group]]:
+        """Kuf of the run, a = L⁻¹Kuf, and its blocks factorised in batches of similar size.
+
+        A batch pads its blocks to its largest size S with rows that index one extra column
+        (position R of the run's R rows): zero there in a and y, masked out of Kff and given
+        σ² = 1, so Λ = diag(Λ_b, I) and the padding adds nothing to any sum; its gradients
+        land on position R and are dropped."""
+        L, R = self.L, Xb.shape[0]
+        K = self.kuf.value(Xb)
+        a = torch.linalg.solve_triangular(L, K, upper=False)
+        sizes = torch.unique_consecutive(ids, return_counts=True)[1].tolist()
+        kdiag = self.kuf.kdiag(Xb)
+        a_pad = torch.cat([a, a.new_zeros(a.shape[0], 1)], 1)
+        noise_pad = torch.cat([noise.to(L.dtype), noise.new_ones(1, dtype=L.dtype)])
+        groups = []
+        for first, count, S in _batches(sizes):
+            f = torch.tensor(first, device=Xb.device)[:, None]
+            i = torch.arange(S, device=Xb.device)
+            rows = torch.where(i < torch.tensor(count, device=Xb.device)[:, None], f + i, R)
+            if S == 1:
+                Kbb = kdiag[rows[:, 0]][:, None, None]
+            else:
+                with torch.no_grad():
+                    Kbb = self._kernel_blocks(Xb, rows)
+            ab = a_pad[:, rows].permute(1, 2, 0)  # [nb, S, M]
             D = Kbb - ab @ ab.mT
             D = 0.5 * (D + D.mT)
-            al = alpha[first].to(L.dtype)[:, None, None]
-            S = torch.diag_embed(noise[rows])  # [nb, s, s]: σ² of each point on the diagonal
-            C, info = torch.linalg.cholesky_ex(al * D + S)
+            al = alpha[f[:, 0]].to(L.dtype)[:, None, None]
+            sig = noise_pad[rows]
+            S_ = torch.diag_embed(sig)  # [nb, S, S]: σ² of each point on the diagonal
+            C, info = torch.linalg.cholesky_ex(al * D + S_)
             if bool((info > 0).any()):  # D indefinite beyond −σ²/α by rounding: its PSD part
                 bad = torch.nonzero(info > 0)[:, 0]
                 w, U = torch.linalg.eigh(D[bad])
                 D = D.index_put((bad,), (U * w.clamp_min(0.0)[:, None, :]) @ U.mT)
-                C = torch.linalg.cholesky(al * D + S)
-            V = torch.linalg.solve_triangular(C, AY[:, rows].permute(1, 2, 0), upper=False)
-            Vf = V.reshape(-1, M + 1)
-            AA = AA + Vf.mT @ Vf
+                C = torch.linalg.cholesky(al * D + S_)
+            groups.append(_Group(rows, ab, D, al, sig, C))
+        return K, a, groups
+
+    def _kernel_blocks(self, Xb: Tensor, rows: Tensor) -> Tensor:
+        """Kff of the padded blocks `rows` [nb, S] of the run Xb (zero where padded)."""
+        R = Xb.shape[0]
+        real = (rows < R).to(self.L.dtype)
+        K = self.kernel.K_blocks(Xb[rows.clamp_max(R - 1)]).to(self.L.dtype)
+        return K * (real[:, :, None] * real[:, None, :])
+
+    def zeros(self) -> list[Tensor]:
+        z = self.L.new_zeros
+        return [z(self.M + 1, self.M + 1), z(()), z(()), z(())]
+
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, ids: Tensor,  # type: ignore[override]
+            alpha: Tensor, noise: Tensor) -> None:
+        _, a, groups = self._groups(Xb, ids, alpha, noise)
+        AY = _padded(a, yb)
+        for g in groups:
+            V = torch.linalg.solve_triangular(g.C, AY[:, g.rows].permute(1, 2, 0), upper=False)
+            Vf = V.reshape(-1, self.M + 1)
+            acc[0].add_(Vf.mT @ Vf)
             # log|Λ_b| − log|S_b| = log|I + α S^{-1/2} D S^{-1/2}|, as logs of ratios near 1
-            per_block = 2.0 * torch.log(torch.diagonal(C, dim1=-2, dim2=-1)
-                                        / torch.sqrt(noise[rows])).sum(-1)
-            log_det = log_det + per_block.sum() + torch.log(noise[rows]).sum()
-            d_sum = d_sum + torch.diagonal(D, dim1=-2, dim2=-1).sum()
-            pen = pen + ((1.0 - al[:, 0, 0]) / al[:, 0, 0] * per_block).sum()
-        return AA, log_det, d_sum, pen
+            per_block = 2.0 * torch.log(torch.diagonal(g.C, dim1=-2, dim2=-1)
+                                        / torch.sqrt(g.noise)).sum(-1)
+            acc[1].add_(per_block.sum() + torch.log(g.noise).sum())
+            acc[2].add_(torch.diagonal(g.D, dim1=-2, dim2=-1).sum())
+            al = g.alpha[:, 0, 0]
+            acc[3].add_(((1.0 - al) / al * per_block).sum())
+
+    def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
+        AA, M = acc[0], self.M
+        return AA[:M, :M].clone(), AA[M, :M].clone(), AA[M, M].clone(), acc[1], acc[2], acc[3]
+
+    def grad_zeros(self, grads: Sequence[Tensor]) -> list:
+        gA, gc, gsy, gsl, gsd, gsp = (g.to(self.L.dtype) for g in grads)
+        G = torch.zeros(self.M + 1, self.M + 1, dtype=self.L.dtype, device=self.L.device)
+        G[: self.M, : self.M], G[self.M, : self.M], G[self.M, self.M] = gA, gc, gsy
+        self._Gs = 0.5 * (G + G.mT)
+        self._gsl, self._gsd, self._gsp = gsl, gsd, gsp
+        self._SL = torch.zeros_like(self.L)  # Σ ∂a aᵀ
+        self._gkff = [torch.zeros_like(p) for p in self.kff_params]
+        return self.kuf.grad_zeros()
+
+    def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, *rest: Any
+                   ) -> tuple[Tensor | None, ...]:
+        ids, alpha, noise, _ = rest
+        M = self.M
+        K, a, groups = self._groups(Xb, ids, alpha, noise)
+        R = Xb.shape[0]
+        AY = _padded(a, yb)
+        gAY = torch.zeros_like(AY)  # [∂a; ∂yᵀ] and the padding's column
+        gnoise = a.new_zeros(R + 1)
+        gkdiag = a.new_zeros(R + 1)
+        block_grads = []  # (rows, ∂Kff_bb) of the batches of blocks larger than one point
+        for g in groups:
+            P = AY[:, g.rows].permute(1, 2, 0)  # [nb, S, M + 1]
+            W = torch.cholesky_solve(P, g.C)  # Λ⁻¹P
+            WG = W @ self._Gs
+            eye = torch.eye(g.C.shape[-1], dtype=a.dtype, device=a.device).expand_as(g.C)
+            weight = (1.0 - g.alpha) / g.alpha
+            g_lam = (-(WG @ W.mT)
+                     + (self._gsl + weight * self._gsp) * torch.cholesky_inverse(g.C))
+            gnoise[g.rows] = (torch.diagonal(g_lam, dim1=-2, dim2=-1)
+                              - weight[:, :, 0] * self._gsp / g.noise)
+            gD = g.alpha * g_lam + self._gsd * eye
+            gD = 0.5 * (gD + gD.mT)
+            gP = 2.0 * WG
+            gP[..., :M] -= 2.0 * gD @ g.a
+            gAY[:, g.rows] = gP.permute(2, 0, 1)
+            if g.rows.shape[1] == 1:
+                gkdiag[g.rows[:, 0]] = gD[:, 0, 0]
+            else:
+                block_grads.append((g.rows, gD))
+        ga = gAY[:M, :R]
+        self._SL.addmm_(ga, a.mT)
+        gK = torch.linalg.solve_triangular(self.L.mT, ga, upper=True)
+        self.kuf.grad_chunk(gacc, Xb, K, gK, gkdiag[:R])
+        if block_grads and self.kff_params:
+            with torch.enable_grad():
+                outs = [self._kernel_blocks(Xb, rows) for rows, _ in block_grads]
+                found = torch.autograd.grad(outs, self.kff_params,
+                                            [gD for _, gD in block_grads], allow_unused=True)
+            for total, part in zip(self._gkff, found):
+                if part is not None:
+                    total.add_(part)
+        want = self.want_columns or (False,) * 4
+        gy = gAY[M, :R].to(yb.dtype) if want[0] else None
+        return gy, None, None, gnoise[:R].to(noise.dtype) if want[3] else None
+
+    def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
+        gL = -torch.linalg.solve_triangular(self.L.mT, self._SL, upper=True).tril()
+        L = self.inputs[len(self.kuf.inputs)]
+        return [*self.kuf.grad_finish(gacc), gL.to(L.dtype), *self._gkff]
 
 
 def block_alpha(alpha: float | Sequence[float] | Tensor, num_blocks: int) -> Tensor:

@@ -162,3 +162,21 @@ def test_config_rebuilds_the_structure():
     np.testing.assert_array_equal(k.K(t(X), t(X2)).detach(), k2.K(t(X), t(X2)).detach())
     with pytest.raises(ValueError, match="unknown kernel"):
         kernel_from_config({"type": "NoSuchKernel", "args": {}})
+
+
+@pytest.mark.parametrize("make", [
+    lambda: sg.kernels.SquaredExponential(lengthscale=[0.5, 2.0]),
+    lambda: sg.kernels.Matern52(lengthscale=0.7, variance=1.5),
+    lambda: sg.kernels.Linear(variance=0.4),
+    lambda: sg.kernels.Periodic(),
+    lambda: sg.kernels.Matern12() * sg.kernels.Linear() + sg.kernels.SquaredExponential(),
+])
+def test_k_blocks_equals_k_of_each_block(make, monkeypatch):
+    from sparsegp.kernels import base
+    monkeypatch.setattr(base, "BLOCK_ROWS", 10)  # the default splits batches of blocks
+    k = make()
+    X = torch.randn(7, 4, 2, dtype=torch.float64)
+    blocks = k.K_blocks(X)
+    assert blocks.shape == (7, 4, 4)
+    for b in range(7):
+        torch.testing.assert_close(blocks[b], k.K(X[b]), rtol=1e-12, atol=1e-14)

@@ -219,3 +219,39 @@ def test_bad_block_arguments_are_named(kwargs, error, match):
     labels = args.pop("labels")
     with pytest.raises(error, match=match):
         model(X, y, Z, labels, **args)
+
+
+def test_gradient_with_any_kernel_and_group_noise_equals_dense_autograd():
+    # Matérn 3/2 + Linear (no fast cross-covariance; the Linear part's blocks by the default
+    # `K_blocks`), one noise per group, blocks of mixed sizes (padded batches: 9 and 8, 5 and
+    # 4, then single points), per-block powers
+    X, y, Z = data(n=40)
+    labels = np.r_[np.zeros(9, int), np.ones(8, int), 2 * np.ones(5, int), 3 * np.ones(4, int),
+                   np.arange(4, 18)]
+    powers = np.linspace(0.3, 1.0, 18)
+    groups = (X[:, 0] > 2.0).astype(int)
+    k = sg.kernels.Matern32(lengthscale=[0.7, 1.1]) + sg.kernels.Linear(variance=0.3)
+    m = sg.SGPR(X, y, kernel=k, inducing_points=Z, approximation="pep", alpha=powers,
+                blocks=labels, noise_variance=[0.03, 0.08], noise_groups=groups, jitter=0.0,
+                chunk_size=12)
+    got = _grads(m)
+    Xt, yt, Zt = torch.as_tensor(X), torch.as_tensor(y), m.feature.Z
+    Kff, Kuf, Kuu = m.kernel.K(Xt), m.kernel.K(Zt, Xt), m.kernel.K(Zt)
+    Qff = Kuf.mT @ torch.linalg.solve(Kuu, Kuf)
+    s2 = m.value("noise_variance")[torch.as_tensor(groups)]
+    Lam = torch.zeros(len(y), len(y), dtype=torch.float64)
+    penalty = 0.0
+    for b, a in enumerate(powers):
+        idx = torch.as_tensor(np.flatnonzero(labels == b))
+        D = (Kff - Qff)[idx][:, idx]
+        S = torch.diag(s2[idx])
+        Lam = Lam.index_put((idx[:, None], idx[None, :]), a * D + S)
+        penalty = penalty + (1 - a) / (2 * a) * (torch.logdet(a * D + S) - torch.logdet(S))
+    F = torch.distributions.MultivariateNormal(torch.zeros(len(y), dtype=torch.float64),
+                                               Qff + Lam).log_prob(yt) - penalty
+    assert m.log_marginal_likelihood() == pytest.approx(float(F.detach()), rel=1e-10)
+    m.zero_grad()
+    (-F).backward()
+    for name, p in m.named_parameters():
+        np.testing.assert_allclose(got[name], p.grad.numpy(), rtol=1e-7,
+                                   atol=1e-8 * np.abs(p.grad.numpy()).max(), err_msg=name)
