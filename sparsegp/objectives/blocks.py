@@ -107,17 +107,19 @@ PAD_FRACTION = 0.9
 
 
 def _batches(sizes: list[int]) -> list[tuple[list[int], list[int], int]]:
-    """Blocks of a run (sizes in ascending order, contiguous) as batches of similar size:
-    (first rows, sizes, the padded size S) from the largest down."""
+    """Blocks of a run (contiguous, of these sizes) as batches of similar size: (first rows,
+    sizes, the padded size S), from the largest blocks down."""
     starts = [0]
     for s in sizes[:-1]:
         starts.append(starts[-1] + s)
-    out, j = [], len(sizes)
+    order = sorted(range(len(sizes)), key=sizes.__getitem__)  # ascending already, as grouped
+    out, j = [], len(order)
     while j > 0:
-        S, i = sizes[j - 1], j - 1
-        while i > 0 and sizes[i - 1] >= PAD_FRACTION * S:
+        S, i = sizes[order[j - 1]], j - 1
+        while i > 0 and sizes[order[i - 1]] >= PAD_FRACTION * S:
             i -= 1
-        out.append((starts[i:j], sizes[i:j], S))
+        batch = order[i:j]
+        out.append(([starts[k] for k in batch], [sizes[k] for k in batch], S))
         j = i
     return out
 

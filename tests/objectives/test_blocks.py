@@ -255,3 +255,14 @@ def test_gradient_with_any_kernel_and_group_noise_equals_dense_autograd():
     for name, p in m.named_parameters():
         np.testing.assert_allclose(got[name], p.grad.numpy(), rtol=1e-7,
                                    atol=1e-8 * np.abs(p.grad.numpy()).max(), err_msg=name)
+
+
+def test_batches_of_similar_blocks_cover_every_block_once():
+    from sparsegp.objectives.blocks import PAD_FRACTION, _batches
+    sizes = [3, 1, 20, 19, 2, 1, 18, 5, 40]  # any order
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    seen = []
+    for first, count, S in _batches(sizes):
+        assert S == max(count) and min(count) >= PAD_FRACTION * S
+        seen += list(zip(first, count))
+    assert sorted(seen) == sorted(zip(starts.tolist(), sizes))
