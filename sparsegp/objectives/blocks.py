@@ -100,15 +100,17 @@ def make_blocking(codes: Tensor, alpha: Tensor) -> Blocking:
     return Blocking(order, codes[order], alpha, tuple(int(s) for s in starts))
 
 
-#: Blocks at least this fraction of a batch's largest block are padded to its size and
-#: factorised with it: at most 1/0.9³ ≈ 1.4× the cubic work, for one pass per batch (measured
-#: on kin8nm-sized data, benchmarks/block_pep.py: 0.75 and 1.0 were slower for M = 5–200).
+#: A batch pads its blocks to the largest, S, at a cost of ~S²(S + M) each: a smaller block
+#: joins it if padding adds at most a factor 1/PAD_FRACTION³ ≈ 1.4 to its own work, or if
+#: the batch's padding stays below PAD_WORK in all (less than one more batch's fixed cost of
+#: ~40 small torch calls). Measured (benchmarks/block_pep.py, N = 927 and 7373, M = 5–200).
 PAD_FRACTION = 0.9
+PAD_WORK = 2e6
 
 
-def _batches(sizes: list[int]) -> list[tuple[list[int], list[int], int]]:
-    """Blocks of a run (contiguous, of these sizes) as batches of similar size: (first rows,
-    sizes, the padded size S), from the largest blocks down."""
+def _batches(sizes: list[int], M: int) -> list[tuple[list[int], list[int], int]]:
+    """Blocks of a run (contiguous, of these sizes) as batches of similar size for M inducing
+    variables: (first rows, sizes, the padded size S), from the largest blocks down."""
     starts = [0]
     for s in sizes[:-1]:
         starts.append(starts[-1] + s)
@@ -116,8 +118,12 @@ def _batches(sizes: list[int]) -> list[tuple[list[int], list[int], int]]:
     out, j = [], len(order)
     while j > 0:
         S, i = sizes[order[j - 1]], j - 1
-        while i > 0 and sizes[order[i - 1]] >= PAD_FRACTION * S:
-            i -= 1
+        top, waste = S * S * (S + M), 0.0
+        while i > 0:
+            own = sizes[order[i - 1]] ** 2 * (sizes[order[i - 1]] + M)
+            if top - own > own * (PAD_FRACTION**-3 - 1.0) and waste + top - own > PAD_WORK:
+                break
+            waste, i = waste + top - own, i - 1
         batch = order[i:j]
         out.append(([starts[k] for k in batch], [sizes[k] for k in batch], S))
         j = i
@@ -180,7 +186,7 @@ class BlockPowerEPStream(Stream):
         a_pad = torch.cat([a, a.new_zeros(a.shape[0], 1)], 1)
         noise_pad = torch.cat([noise.to(L.dtype), noise.new_ones(1, dtype=L.dtype)])
         groups = []
-        for first, count, S in _batches(sizes):
+        for first, count, S in _batches(sizes, self.M):
             f = torch.tensor(first, device=Xb.device)[:, None]
             i = torch.arange(S, device=Xb.device)
             rows = torch.where(i < torch.tensor(count, device=Xb.device)[:, None], f + i, R)

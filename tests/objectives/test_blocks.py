@@ -258,11 +258,15 @@ def test_gradient_with_any_kernel_and_group_noise_equals_dense_autograd():
 
 
 def test_batches_of_similar_blocks_cover_every_block_once():
-    from sparsegp.objectives.blocks import PAD_FRACTION, _batches
-    sizes = [3, 1, 20, 19, 2, 1, 18, 5, 40]  # any order
+    from sparsegp.objectives.blocks import PAD_FRACTION, PAD_WORK, _batches
+    sizes = [3, 1, 200, 190, 2, 1, 180, 5, 400, 60]  # any order
     starts = np.r_[0, np.cumsum(sizes)[:-1]]
     seen = []
-    for first, count, S in _batches(sizes):
-        assert S == max(count) and min(count) >= PAD_FRACTION * S
+    for first, count, S in _batches(sizes, M=50):
+        top, own = S * S * (S + 50), np.array([s * s * (s + 50) for s in count])
+        assert S == max(count)
+        assert ((top - own <= own * (PAD_FRACTION**-3 - 1)).all()
+                or (top - own).sum() <= PAD_WORK)
         seen += list(zip(first, count))
     assert sorted(seen) == sorted(zip(starts.tolist(), sizes))
+    assert len(_batches([1, 2, 3, 5, 8], M=5)) == 1  # small blocks: one batch
