@@ -22,7 +22,8 @@ resume (`vdw2018_conv_runs`). Final scores use the whole test set (`Config.test`
 Budgets (`FULL`) fit a 2-core machine, far below the authors' GPU runs: rectangles ~30 min,
 mnist01 ~18 min, mnist ~10 h (measured on one torch thread; see `run`).
 `--quick`: 200 training and 500 test images average-pooled to 14×14, 6 steps, small M: every
-path (all kernels, checkpoints) in seconds.
+path (all kernels, checkpoints) in seconds. `--kernels` trains only some kernels' runs (the
+others are reported from their records), e.g. to share a CPU budget among the MNIST kernels.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ from .vdw2018_conv_plots import plot_inducing_patches, plot_traces, plot_weights
 from .vdw2018_conv_runs import Images, Spec, execute
 
 TASKS = ("rectangles", "mnist01", "mnist")
+#: The kernels of the tasks' runs (`--kernels`): rectangles has the first three, mnist01 the
+#: first two, mnist all four.
+KERNEL_NAMES = ("invariant", "weighted", "SE", "weighted + SE")
 FILES = {"rectangles": ("rectangles", "rectangles.npz"), "mnist01": ("mnist", "mnist.npz"),
          "mnist": ("mnist", "mnist.npz")}
 COLUMNS = ["kernel", "M", "test error %", "test NLPP", "ELBO/N", "steps", "train seconds",
@@ -200,9 +204,10 @@ DESCRIPTIONS = {
 
 def task_section(task: str, cfg: Config, data_dir: Path, out: Path, device: torch.device,
                  log: Callable[[str], None] | None, progress: bool | None,
-                 train: bool = True) -> Section:
+                 train: bool = True, kernels: Sequence[str] | None = None) -> Section:
     """A task's section: its runs trained (or, without `train`, reported from the records an
-    earlier invocation left in `out`), tables, traces and figures."""
+    earlier invocation left in `out`; `kernels` trains only the runs of those kernels),
+    tables, traces and figures."""
     title, text = DESCRIPTIONS[task]
     path = data_dir / FILES[task][0] / FILES[task][1]
     if not path.is_file():
@@ -225,8 +230,8 @@ def task_section(task: str, cfg: Config, data_dir: Path, out: Path, device: torc
         description += " (Reported from an earlier invocation's records; not trained now.)"
     sec = Section(task, title, description)
     folder = out / "checkpoints"
-    records = [(s, execute(s, images, folder, log, progress, cfg.checkpoint_seconds, train))
-               for s in runs]
+    records = [(s, execute(s, images, folder, log, progress, cfg.checkpoint_seconds,
+                           train and (kernels is None or s.kernel in kernels))) for s in runs]
     table = Table(title.split(". ", 1)[1], COLUMNS)
     traces = Table(f"{task} traces", ["kernel", "step", "train seconds", "ELBO/N",
                                       "test error %", "test NLPP"])
@@ -264,11 +269,16 @@ def task_section(task: str, cfg: Config, data_dir: Path, out: Path, device: torc
 
 def run(out_dir: str | Path = "vdw2018-conv-results", quick: bool = False,
         data_dir: str | Path | None = None, tasks: Sequence[str] = TASKS, device: str = "cpu",
-        log: Callable[[str], None] | None = print, progress: bool | None = None) -> list[Path]:
+        log: Callable[[str], None] | None = print, progress: bool | None = None,
+        kernels: Sequence[str] | None = None) -> list[Path]:
     """Run `tasks` into `out_dir` (resuming what a previous run there left); return the files
     written. Tasks whose data are missing from `data_dir` are skipped with the reason; other
     tasks with records in `out_dir` are reported from them (not trained), so that results.md
-    covers every task run there."""
+    covers every task run there. `kernels` (names of `KERNEL_NAMES`) trains only those
+    kernels' runs; the others are reported from their records."""
+    unknown = sorted(set(kernels or ()) - set(KERNEL_NAMES))
+    if unknown:
+        raise ValueError(f"unknown kernel(s) {unknown}; the kernels are {list(KERNEL_NAMES)}")
     out, cfg = Path(out_dir), (QUICK if quick else FULL)
     folder = DEFAULT_DATA_DIR if data_dir is None else Path(data_dir)
     dev = torch.device(device)
@@ -278,7 +288,7 @@ def run(out_dir: str | Path = "vdw2018-conv-results", quick: bool = False,
     # machine two threads ran 4-9× slower than one (measured, rectangles, batch of 100).
     earlier = {t for t in TASKS if any((out / "checkpoints").glob(f"{t}-*.json"))}
     steps: list[tuple[Callable[[], Section], int]] = [
-        (partial(task_section, t, cfg, folder, out, dev, log, progress, t in tasks), 1)
+        (partial(task_section, t, cfg, folder, out, dev, log, progress, t in tasks, kernels), 1)
         for t in TASKS if t in tasks or t in earlier]
     mode = ("quick (200 training / 500 test images pooled to 14×14, 6 steps, small M)" if quick else
             "full (budgets of vdw2018_conv.FULL)")
@@ -293,13 +303,18 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                           "rectangles/ and mnist/")
     p.add_argument("--task", choices=[*TASKS, "all"], default="all", help="which task (default: all)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default: cpu)")
+    p.add_argument("--kernels", nargs="+", choices=KERNEL_NAMES, metavar="KERNEL",
+                   help="train only these kernels' runs (of " + ", ".join(
+                       repr(k) for k in KERNEL_NAMES) + "); the others are reported from "
+                   "their records, e.g. to give every MNIST kernel a share of a CPU budget")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     tasks = TASKS if args.task == "all" else (args.task,)
-    run(args.out, quick=args.quick, data_dir=args.data_dir, tasks=tasks, device=args.device)
+    run(args.out, quick=args.quick, data_dir=args.data_dir, tasks=tasks, device=args.device,
+        kernels=args.kernels)
     return 0
 
 

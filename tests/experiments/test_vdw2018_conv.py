@@ -164,3 +164,27 @@ def test_a_failing_run_is_recorded_and_tried_again_on_the_next_invocation(tmp_pa
     assert "  toy-invariant: failed before (RuntimeError: out of memory); trying again" in lines
     assert record["status"] == "done" and record["segments"] == 2
     assert 0.0 <= record["error"] <= 1.0 and math.isfinite(record["nlpp"])
+
+
+@needs_data
+def test_kernels_option_trains_only_the_named_kernels(tmp_path):
+    out = tmp_path / "out"
+    lines: list[str] = []
+    assert conv.main(["--quick", "--task", "rectangles", "--kernels", "SE", "--out", str(out)]) == 0
+    folder = out / "checkpoints"
+    assert json.loads((folder / "rectangles-SE.json").read_text())["status"] == "done"
+    assert not (folder / "rectangles-invariant.json").exists()
+    rows = {r["kernel"]: r["status"] for r in csv.DictReader((out / "rectangles.csv").open())}
+    assert rows == {"invariant": "not run", "weighted": "not run", "SE": "done"}
+    # the next invocation trains the others and leaves SE's finished run alone
+    conv.run(out, quick=True, tasks=["rectangles"], kernels=["invariant", "weighted"],
+             log=lines.append)
+    assert "rectangles-SE: finished in an earlier run; skipped" not in "\n".join(lines)
+    check_task(out, "rectangles")
+
+
+def test_an_unknown_kernel_is_named():
+    with pytest.raises(ValueError, match=r"unknown kernel\(s\) \['Matern'\]"):
+        conv.run("unused", quick=True, kernels=["Matern"])
+    with pytest.raises(SystemExit):
+        conv.main(["--kernels", "Matern"])
