@@ -53,10 +53,6 @@ class Blocking(NamedTuple):
     def num_blocks(self) -> int:
         return len(self.starts) - 1
 
-    @property
-    def max_size(self) -> int:
-        return max(b - a for a, b in zip(self.starts[:-1], self.starts[1:]))
-
     def runs(self, rows: int) -> list[slice]:
         """Runs of whole blocks (grouped order) of at most `rows` rows, or one larger block."""
         out, start = [], 0
