@@ -39,6 +39,18 @@ def test_objective_gradient_and_predictions_match_the_cpu(approx, alpha):
     assert gpu.upper_bound() == pytest.approx(cpu.upper_bound(), rel=1e-10)
 
 
+def test_block_power_ep_matches_the_cpu():
+    X, _ = make_problem(0, N=500, D=3)
+    labels = sg.cluster_blocks(X, 40, seed=0)  # blocks of mixed sizes: padded batches
+    for approx, alpha in (("fitc", None), ("pep", 0.5)):
+        cpu, gpu = pair(approx, alpha, blocks=labels)
+        lc, lg = cpu.training_loss(), gpu.training_loss()
+        assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
+        for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
+                        torch.autograd.grad(lg, list(gpu.parameters()))):
+            torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
+
+
 def test_fit_on_the_gpu_and_float32_compute():
     cpu, gpu = pair("vfe", None)
     res = gpu.fit(maxiter=30)
