@@ -19,6 +19,7 @@ from ..checkpointing import blocked
 from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.patches import InducingPatches, MultiChannelPatches
 from ..kernels.convolutional import Convolutional
+from ..kernels.stationary import SquaredExponential, squared_exponential_exp
 from .registry import register
 
 
@@ -50,18 +51,74 @@ def _kuf_patches(feature: InducingPatches, kernel: Convolutional, X: Tensor) -> 
     _checked(feature, kernel)
     Z, Q = feature.Z, kernel.num_patches
     rows = max(1, CHUNK_MEMORY_BYTES // (CHUNK_TEMPORARIES * Z.element_size() * Q * Z.shape[0]))
-
-    def columns(i: int) -> Tensor:  # [G·M, B]
-        A = kernel.grouped_patches(X[i:i + rows])  # [B, G, S, d]
-        B, G, S, d = A.shape
-        Kg = kernel.base_values(A.reshape(-1, d), Z).reshape(B, G, S, -1)  # [B, G, S, M]
-        return kernel.weighted_sum(Kg, 2).reshape(B, -1).mT
-
     if X.shape[0] == 0:
         return Z.new_zeros(feature.num_inducing, 0)
+    base = kernel.base_kernel
+    if type(base) is SquaredExponential and not X.requires_grad and torch.is_grad_enabled():
+        ell = base._checked_lengthscale(Z, None)
+        return _SquaredExponentialPatches.apply(kernel, X, rows, Z, ell, base.value("variance"),
+                                                kernel.grouped_weights())
+
+    def columns(i: int) -> Tensor:  # [G·M, B]
+        return _columns(kernel, X[i:i + rows], Z)
+
     # one block's M·Q kernel values alive at a time, in the backward pass too
     return blocked(columns, range(0, X.shape[0], rows), 1,
                    (*feature.parameters(), *kernel.parameters(), X))
+
+
+def _columns(kernel: Convolutional, Xb: Tensor, Z: Tensor) -> Tensor:
+    """Kuf of a block of images: [G·M, B]."""
+    A = kernel.grouped_patches(Xb)  # [B, G, S, d]
+    B, G, S, d = A.shape
+    Kg = kernel.base_values(A.reshape(-1, d), Z).reshape(B, G, S, -1)  # [B, G, S, M]
+    return kernel.weighted_sum(Kg, 2).reshape(B, -1).mT
+
+
+class _SquaredExponentialPatches(torch.autograd.Function):
+    """Kuf of inducing patches for a squared-exponential base kernel, in blocks of images,
+    with the gradient by hand (as `SquaredExponentialCrossCovariance`'s for inducing points):
+    per block the patch values K [B·G·S, M] are recomputed once and, with H = ∂Kuf ∘ w ∘ K
+    (∂Kuf spread over each image's patches), ∂w_gs = Σ_nm ∂Kuf_ngm K_ngsm and the base
+    kernel's gradients come from one thin product Hᵀ[x̃, 1, x̃²] — no autograd pass over the
+    B·Q·M values. Used when the images do not require a gradient."""
+
+    @staticmethod
+    def forward(ctx, kernel: Convolutional, X: Tensor, rows: int, Z: Tensor, ell: Tensor,
+                var: Tensor, w: Tensor | None) -> Tensor:
+        ctx.kernel, ctx.rows = kernel, rows
+        ctx.save_for_backward(X, Z, ell, var, *(() if w is None else (w,)))
+        return torch.cat([_columns(kernel, X[i:i + rows], Z)
+                          for i in range(0, X.shape[0], rows)], 1)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        X, Z, ell, var, *rest = ctx.saved_tensors
+        w = rest[0] if rest else None
+        kernel = ctx.kernel
+        M, d = Z.shape
+        centre = Z.mean(0)  # squared_exponential_exp's centre for the cross-covariance
+        ells = ell.expand(d)
+        Zs = (Z - centre) / ells
+        S_acc = Z.new_zeros(M, 2 * d + 1)  # Σ Hᵀ[x̃, 1, x̃²]
+        gw = None if w is None else torch.zeros_like(w)
+        for i in range(0, X.shape[0], ctx.rows):
+            A = kernel.grouped_patches(X[i:i + ctx.rows])  # [B, G, S, d]
+            B, G, S, _ = A.shape
+            K = squared_exponential_exp(A.reshape(-1, d), Z, ell, var).view(B, G, S, M)
+            g = grad[:, i:i + ctx.rows].mT.reshape(B, G, 1, M).to(K.dtype)
+            if gw is not None:
+                gw += torch.einsum("bgsm,bgm->gs", K, g[:, :, 0])
+                g = g * w[None, :, :, None]
+            H = K.mul_(g).view(-1, M)  # K is scratch from here on
+            Xs = (A.reshape(-1, d) - centre) / ells
+            S_acc.addmm_(H.mT, torch.cat([Xs, torch.ones_like(Xs[:, :1]), Xs * Xs], 1))
+        Hx, r, sx2 = S_acc[:, :d], S_acc[:, d:d + 1], S_acc[:, d + 1:].sum(0)
+        gZ = (Hx - r * Zs) / ells
+        g_ell = ((r * Zs * Zs).sum(0) - 2.0 * (Zs * Hx).sum(0) + sx2) / ells
+        g_var = r.sum() / var
+        return (None, None, None, gZ, g_ell.sum() if ell.dim() == 0 else g_ell, g_var, gw)
 
 
 @register("width", InducingPatches, Convolutional)

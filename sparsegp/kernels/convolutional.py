@@ -215,6 +215,12 @@ class Convolutional(Kernel):
 
         if N == 0:
             return X.new_zeros(0)
+        base = self.base_kernel
+        if type(base) is SquaredExponential and not X.requires_grad and torch.is_grad_enabled():
+            ell = base._checked_lengthscale(X[:0, :self.patch_dim], None)
+            return _SquaredExponentialDiagonal.apply(self, X, rows, diag, ell,
+                                                     base.value("variance"),
+                                                     self.grouped_weights())
         return blocked(diag, range(0, N, rows), 0, (*self.parameters(), X))
 
     def _gram(self, A: Tensor) -> Tensor:
@@ -269,6 +275,53 @@ class Convolutional(Kernel):
         kind += ", multi-channel" if self.multichannel else ""
         return (f"Convolutional({self.base_kernel!r}, image {H}×{W}×{self.channels}, "
                 f"patch {h}×{w}, {kind})")
+
+
+class _SquaredExponentialDiagonal(torch.autograd.Function):
+    """diag K_ff of a convolutional kernel with a squared-exponential base, in blocks of
+    images, with the gradient by hand: per block the patch Gram K [n, G, S, S] is recomputed
+    once; with H = ∂d_n w wᵀ ∘ K (symmetric), r its row sums and x̃ = (a − c)/ℓ the scaled
+    patches (c each image's centre), ∂w_gs = 2 Σ_n ∂d_n (K w)_gs, ∂σ² = Σ H/σ² and
+    ∂ℓ_d = 2 Σ_s (r_s x̃²_sd − x̃_sd (H x̃)_sd)/ℓ_d — one batched product H x̃ instead of an
+    autograd pass over the Q² values per image. Used when the images need no gradient."""
+
+    @staticmethod
+    def forward(ctx, kernel: Convolutional, X: Tensor, rows: int, diag: Any, ell: Tensor,
+                var: Tensor, w: Tensor | None) -> Tensor:
+        ctx.kernel, ctx.rows = kernel, rows
+        ctx.save_for_backward(X, ell, var, *(() if w is None else (w,)))
+        return torch.cat([diag(i) for i in range(0, X.shape[0], rows)])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        X, ell, var, *rest = ctx.saved_tensors
+        w = rest[0] if rest else None
+        kernel = ctx.kernel
+        d = kernel.patch_dim
+        ells = ell.expand(d)
+        g_ell, g_var = ells.new_zeros(d), var.new_zeros(())
+        gw = None if w is None else torch.zeros_like(w)
+        for i in range(0, X.shape[0], ctx.rows):
+            A = kernel.grouped_patches(X[i:i + ctx.rows])  # [n, G, S, d]
+            n, G, S, _ = A.shape
+            A = A.reshape(n * G, S, d)
+            K = squared_exponential_exp(A, A, ell, var).view(n, G, S, S)
+            g = grad[i:i + ctx.rows].to(K.dtype)[:, None, None, None]
+            if w is None:
+                H = K.mul_(g)  # K is scratch from here on
+            else:
+                Kw = K @ w.to(K.dtype)[None, :, :, None]  # [n, G, S, 1]
+                gw += 2.0 * (g[..., 0] * Kw[..., 0]).sum(0)
+                H = K.mul_(g * w[None, :, :, None] * w[None, :, None, :])
+            H = H.view(n * G, S, S)
+            Xs = (A - A.mean(-2, keepdim=True)) / ells  # squared_exponential_exp's centring
+            r = H.sum(-1)
+            g_ell += 2.0 * ((r[..., None] * Xs * Xs).sum((0, 1)) - (Xs * (H @ Xs)).sum((0, 1)))
+            g_var += r.sum()
+        g_ell = g_ell / ells
+        return (None, None, None, None, g_ell.sum() if ell.dim() == 0 else g_ell, g_var / var,
+                gw)
 
 
 def _budget_elements(A: Tensor) -> int:

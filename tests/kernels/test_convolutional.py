@@ -279,3 +279,44 @@ def test_multichannel_vfe_with_every_patch_equals_the_exact_gp(tmp_path):
     np.testing.assert_array_equal(back.predict(X[:3])[1], m.predict(X[:3])[1])
     default = sg.SGPR(X, y, kernel=k, noise_variance=0.3, inducing_points=5)
     assert isinstance(default.feature, sg.features.MultiChannelPatches) and default.num_inducing == 10
+
+
+@pytest.mark.parametrize("weighted,ard,multichannel", [(False, False, False), (True, True, False),
+                                                       (True, False, True)])
+def test_hand_derived_gradients_of_kuf_and_kdiag_equal_autograd(weighted, ard, multichannel,
+                                                                monkeypatch):
+    # the squared-exponential base differentiates Kuf and diag Kff by hand when the images
+    # need no gradient; images that require one take the generic autograd path: the same
+    # numbers. Small memory budgets make both go in several blocks of images.
+    from sparsegp.covariances import patches
+    from sparsegp.kernels import convolutional
+    monkeypatch.setattr(patches, "CHUNK_MEMORY_BYTES", 20_000)
+    monkeypatch.setattr(convolutional, "CHUNK_MEMORY_BYTES", 60_000)
+    torch.manual_seed(0)
+    C = 2 if multichannel else 1
+    ell = (torch.rand(9) + 0.5).tolist() if ard else 0.8
+    k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(lengthscale=ell, variance=1.3),
+                                 image_shape=(6, 7), patch_shape=(3, 3), weighted=weighted,
+                                 channels=C, multichannel=multichannel)
+    if weighted:
+        with torch.no_grad():
+            k.weights.copy_(torch.randn(k.num_patches, dtype=torch.float64))
+    Z = torch.rand(5, 9, dtype=torch.float64)
+    feat = (sg.features.MultiChannelPatches(Z, channels=C) if multichannel
+            else sg.features.InducingPatches(Z))
+    X = torch.rand(11, 42 * C, dtype=torch.float64)
+    gK = torch.randn(feat.num_inducing, 11, dtype=torch.float64)
+    gd = torch.randn(11, dtype=torch.float64)
+    params = [p for p in (*feat.parameters(), *k.parameters()) if p.requires_grad]
+
+    def value_and_grads(images):
+        kuf, kdiag = cov.Kuf(feat, k, images), k.K_diag(images)
+        total = (kuf * gK).sum() + (kdiag * gd).sum()
+        return kuf.detach(), kdiag.detach(), torch.autograd.grad(total, params)
+
+    fast = value_and_grads(X)
+    generic = value_and_grads(X.clone().requires_grad_(True))
+    torch.testing.assert_close(fast[0], generic[0], rtol=1e-14, atol=1e-15)
+    torch.testing.assert_close(fast[1], generic[1], rtol=1e-14, atol=1e-15)
+    for a, b in zip(fast[2], generic[2]):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12 * float(b.abs().max()))
