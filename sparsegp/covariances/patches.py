@@ -108,7 +108,7 @@ class _SquaredExponentialPatches(torch.autograd.Function):
             B, G, S, _ = A.shape
             K = squared_exponential_exp(A.reshape(-1, d), Z, ell, var).view(B, G, S, M)
             g = grad[:, i:i + ctx.rows].mT.reshape(B, G, 1, M).to(K.dtype)
-            if gw is not None:
+            if w is not None and gw is not None:
                 gw += torch.einsum("bgsm,bgm->gs", K, g[:, :, 0])
                 g = g * w[None, :, :, None]
             H = K.mul_(g).view(-1, M)  # K is scratch from here on
