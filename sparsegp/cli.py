@@ -190,6 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def entry() -> int:
+    """The `sparsegp` program (and `python -m sparsegp`): `main` on the process's arguments;
+    `sparsegp experiment ...` first makes the process keep freed memory for reuse (long runs
+    of same-sized steps; `allocator.py`). Calling `main` from Python changes no such setting."""
+    if sys.argv[1:2] == ["experiment"]:
+        from .allocator import keep_freed_memory
+        keep_freed_memory()
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
