@@ -80,8 +80,9 @@ class _SquaredExponentialPatches(torch.autograd.Function):
     with the gradient by hand (as `SquaredExponentialCrossCovariance`'s for inducing points):
     per block the patch values K [B·G·S, M] are recomputed once and, with H = ∂Kuf ∘ w ∘ K
     (∂Kuf spread over each image's patches), ∂w_gs = Σ_nm ∂Kuf_ngm K_ngsm and the base
-    kernel's gradients come from one thin product Hᵀ[x̃, 1, x̃²] — no autograd pass over the
-    B·Q·M values. Used when the images do not require a gradient."""
+    kernel's gradients come from one thin product Hᵀ[x̃, 1] and H's row sums (the x̃² term
+    needs only those) — no autograd pass over the B·Q·M values. Used when the images do not
+    require a gradient."""
 
     @staticmethod
     def forward(ctx, kernel: Convolutional, X: Tensor, rows: int, Z: Tensor, ell: Tensor,
@@ -101,7 +102,8 @@ class _SquaredExponentialPatches(torch.autograd.Function):
         centre = Z.mean(0)  # squared_exponential_exp's centre for the cross-covariance
         ells = ell.expand(d)
         Zs = (Z - centre) / ells
-        S_acc = Z.new_zeros(M, 2 * d + 1)  # Σ Hᵀ[x̃, 1, x̃²]
+        S_acc = Z.new_zeros(M, d + 1)  # Σ Hᵀ[x̃, 1]
+        sx2 = Z.new_zeros(d)  # Σ_rows (Σ_m H) x̃²: needs only H's row sums
         gw = None if w is None else torch.zeros_like(w)
         for i in range(0, X.shape[0], ctx.rows):
             A = kernel.grouped_patches(X[i:i + ctx.rows])  # [B, G, S, d]
@@ -113,8 +115,9 @@ class _SquaredExponentialPatches(torch.autograd.Function):
                 g = g * w[None, :, :, None]
             H = K.mul_(g).view(-1, M)  # K is scratch from here on
             Xs = (A.reshape(-1, d) - centre) / ells
-            S_acc.addmm_(H.mT, torch.cat([Xs, torch.ones_like(Xs[:, :1]), Xs * Xs], 1))
-        Hx, r, sx2 = S_acc[:, :d], S_acc[:, d:d + 1], S_acc[:, d + 1:].sum(0)
+            S_acc.addmm_(H.mT, torch.cat([Xs, torch.ones_like(Xs[:, :1])], 1))
+            sx2 += H.sum(1) @ (Xs * Xs)
+        Hx, r = S_acc[:, :d], S_acc[:, d:]
         gZ = (Hx - r * Zs) / ells
         g_ell = ((r * Zs * Zs).sum(0) - 2.0 * (Zs * Hx).sum(0) + sx2) / ells
         g_var = r.sum() / var
