@@ -5,7 +5,8 @@ A failed collective (a peer process died, the group timed out) becomes a `Distri
 that says which rank saw it and what was being reduced, instead of a hang or a bare trace.
 
 Shapes: `all_reduce_` and `broadcast_` take a list of tensors of any shapes (changed in place);
-`column_mean_std(T [N, ...])` -> mean, std [...] over all ranks' rows.
+`column_mean_std(T [N, ...])` -> mean, std [...] over all ranks' rows; `all_gather_objects`
+gives every rank's Python value.
 
 Example:
 
@@ -96,6 +97,18 @@ def broadcast_(tensors: Sequence[Tensor], what: str, src: int = 0) -> None:
             n = t.numel()
             t.copy_(flat[offset:offset + n].view_as(t))
             offset += n
+
+
+def all_gather_objects(value: object, what: str) -> list[object]:
+    """Every rank's `value` (picklable), in rank order; [value] when not distributed."""
+    if not is_distributed():
+        return [value]
+    out: list[object] = [None] * torch.distributed.get_world_size()
+    try:
+        torch.distributed.all_gather_object(out, value)
+    except Exception as err:
+        raise _fail(what, err) from err
+    return out
 
 
 def global_sum(value: float, like: Tensor) -> float:

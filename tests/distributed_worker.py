@@ -16,6 +16,14 @@ import sparsegp as sg
 MEMBERS = [("vfe", None), ("fitc", None), ("dtc", None), ("pep", 0.4)]
 
 
+BLOCK_MEMBERS = [("fitc", None), ("pep", 0.4)]  # PITC and block Power EP
+
+
+def block_labels(X):
+    """Eight blocks of nearby points (a grid on the first two inputs)."""
+    return (np.floor(X[:, 0] + 2.0).clip(0, 3) * 2 + (X[:, 1] > 0)).astype(int)
+
+
 def problem(N=301, D=3, seed=5):
     rng = np.random.default_rng(seed)
     X = rng.uniform(-2, 2, (N, D))
@@ -68,6 +76,20 @@ def main() -> int:
         model.fit(batch_size=X.shape[0] // world, epochs=3, lr=0.05)
         with open(f"{out}.{rank}.json", "w") as f:
             json.dump({"params": [p.detach().reshape(-1).tolist() for p in model.parameters()]}, f)
+        torch.distributed.destroy_process_group()
+        return 0
+    if mode in ("blocks", "split-blocks"):
+        labels = block_labels(X)
+        mine = labels % world == rank if mode == "blocks" else np.arange(len(y)) % world == rank
+        try:
+            results = {a: evaluate(build(X[mine], y[mine], Z, a, al, blocks=labels[mine]), Xtest)
+                       for a, al in BLOCK_MEMBERS}
+        except ValueError as err:  # a block on two ranks: every rank says so
+            print(err, flush=True)
+            torch.distributed.destroy_process_group()
+            return 4
+        with open(f"{out}.{rank}.json", "w") as f:
+            json.dump(results, f)
         torch.distributed.destroy_process_group()
         return 0
     results = {f"{a}-{al}": evaluate(build(Xr, yr, Z, a, al), Xtest) for a, al in MEMBERS}

@@ -16,7 +16,15 @@ import torch
 
 import sparsegp as sg
 
-from .distributed_worker import MEMBERS, build, evaluate, problem, svgp_model
+from .distributed_worker import (
+    BLOCK_MEMBERS,
+    MEMBERS,
+    block_labels,
+    build,
+    evaluate,
+    problem,
+    svgp_model,
+)
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 
@@ -92,3 +100,25 @@ def test_a_dying_rank_makes_the_other_fail_clearly_instead_of_hanging(tmp_path):
 
 def test_without_a_process_group_nothing_is_reduced():
     assert not sg.distributed.is_distributed()
+
+
+def test_blocks_sharded_by_block_give_one_process_results_and_a_split_block_is_named(tmp_path):
+    runs = launch("blocks", tmp_path / "out", timeout=240)
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    X, y, Z, Xtest = problem()
+    labels = block_labels(X)
+    for approx, alpha in BLOCK_MEMBERS:
+        ref = evaluate(build(X, y, Z, approx, alpha, blocks=labels), Xtest)
+        for rank in range(2):
+            res = json.loads(Path(f"{tmp_path / 'out'}.{rank}.json").read_text())[approx]
+            assert res["loss"] == pytest.approx(ref["loss"], rel=1e-12)
+            for a, b in zip(res["grads"], ref["grads"]):
+                np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(res["mean"], ref["mean"], rtol=1e-10)
+            np.testing.assert_allclose(res["var"], ref["var"], rtol=1e-10)
+    # rows dealt out regardless of blocks: every block is on both ranks; both ranks say so
+    runs = launch("split-blocks", tmp_path / "split", timeout=240)
+    for r in runs:
+        assert r.returncode == 4, r.stderr
+        assert "label 0 is on ranks 0 and 1" in r.stdout and "shard the data by block" in r.stdout

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
 
 from .. import covariances as cov
+from .. import distributed
 from ..config import DEFAULT_JITTER
 from ..kernels.base import Kernel
 from ..kernels.separate import separate_parts
@@ -54,7 +55,9 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
     `predict(..., full_output_cov=True)` gives the [P, P] covariance at each point). When a
     torch.distributed process group is initialised, X and y are this rank's shard: the
     objective, its gradient and the posterior are those of all shards, every rank starts from
-    rank 0's initial parameters, and `fit` runs in lock-step. `chunk_size` rows of data are
+    rank 0's initial parameters, and `fit` runs in lock-step (with `blocks`, shard the data
+    by block: each block's points on one rank, and a list of powers is per this rank's
+    blocks). `chunk_size` rows of data are
     processed at a time (memory O(chunk·M + M²), in the gradient too; default from a memory
     budget). `jitter` is relative
     to mean diag Kuu. `compute_dtype=torch.float32` (the default for float32 data) evaluates
@@ -259,6 +262,7 @@ def _block_family(approximation: Any, alpha: Any, blocks: Any, n: int
         raise ValueError("blocks apply to approximation='fitc' (PITC) or 'pep' (block Power "
                          f"EP); got approximation={approximation!r}")
     labels, codes = label_codes(blocks, n)
+    _check_blocks_lie_on_one_rank(labels)
     if name == "fitc":
         family("fitc", alpha)  # validates: FITC takes no α but 1
         alpha = 1.0
@@ -274,6 +278,21 @@ def _block_family(approximation: Any, alpha: Any, blocks: Any, n: int
                         ) from None
     config = {"labels": labels.tolist(), "alpha": powers.tolist()}
     return _block_member(name, powers), config, torch.as_tensor(codes, dtype=torch.long)
+
+
+def _check_blocks_lie_on_one_rank(labels: Any) -> None:
+    """With data sharded over ranks, each block must be on one rank (its Kff block is
+    factorised where its rows are): every rank raises the same error otherwise."""
+    if not distributed.is_distributed():
+        return
+    held = distributed.all_gather_objects(set(labels.tolist()), "the block labels")
+    for i, a in enumerate(held):
+        for j in range(i + 1, len(held)):
+            common = sorted(cast(set, a) & cast(set, held[j]), key=str)
+            if common:
+                raise ValueError(f"blocks: label {common[0]!r} is on ranks {i} and {j}; with "
+                                 "data sharded over ranks each block must lie on one rank "
+                                 "(shard the data by block)")
 
 
 def _block_member(name: str, powers: Tensor) -> Family:

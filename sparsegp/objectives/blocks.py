@@ -15,7 +15,7 @@ and V_b = C_b⁻¹[a_bᵀ, y_b] ([|b|, M + 1]):
   s_pen = Σ_b (1−α_b)/α_b · 2 Σ_i log([C_b]_ii / σ_i)
 
 (the last as a log of ratios near 1, so small α_b lose nothing to cancellation). σ² may
-differ per point (Λ_b = α_b D_b + diag σ²_b): the noise is a column of the stream. Cost
+differ per point (Λ_b = α_b D_b + diag σ²_b): then it is a column of the stream. Cost
 O(N·M² + Σ_b |b|³), memory O(chunk·M + M² + max_b |b|²): the data are sorted by block once
 and streamed in runs of whole blocks; blocks of similar size are padded to one size and
 factorised as one batch (`Kernel.K_blocks` gives their Kff blocks at once). The backward
@@ -159,11 +159,16 @@ class BlockPowerEPStream(Stream):
     beyond −σ²/α, the forward pass uses its PSD part and the gradient treats it as D.
     """
 
-    def __init__(self, feature: Any, kernel: Kernel, L: Tensor) -> None:
+    def __init__(self, feature: Any, kernel: Kernel, L: Tensor, noise: Tensor | None = None
+                 ) -> None:
+        """`noise`: one σ² for every point, an input of the stream (its gradient summed over
+        all rows, and over ranks when the data are sharded); then the σ² column holds 1 per
+        row. Otherwise the column holds each point's σ² (its gradient stays with the rows)."""
         self.kernel, self.M = kernel, feature.num_inducing
         self.kuf = cross_covariance(feature, kernel, L.dtype)
         self.kff_params = tuple(p for p in kernel.parameters() if p.requires_grad)
-        self.inputs = (*self.kuf.inputs, L, *self.kff_params)
+        self.noise = None if noise is None else noise.detach().to(L.dtype)
+        self.inputs = (*self.kuf.inputs, L, *self.kff_params, *(() if noise is None else (noise,)))
         self.L = L.detach()
 
     def _groups(self, Xb: Tensor, ids: Tensor, alpha: Tensor, noise: Tensor
@@ -180,7 +185,8 @@ class BlockPowerEPStream(Stream):
         sizes = torch.unique_consecutive(ids, return_counts=True)[1].tolist()
         kdiag = self.kuf.kdiag(Xb)
         a_pad = torch.cat([a, a.new_zeros(a.shape[0], 1)], 1)
-        noise_pad = torch.cat([noise.to(L.dtype), noise.new_ones(1, dtype=L.dtype)])
+        noise = noise.to(L.dtype) if self.noise is None else noise.to(L.dtype) * self.noise
+        noise_pad = torch.cat([noise, noise.new_ones(1)])
         groups = []
         for first, count, S in _batches(sizes, self.M):
             f = torch.tensor(first, device=Xb.device)[:, None]
@@ -245,6 +251,7 @@ class BlockPowerEPStream(Stream):
         self._gsl, self._gsd, self._gsp = gsl, gsd, gsp
         self._SL = torch.zeros_like(self.L)  # Σ ∂a aᵀ
         self._gkff = [torch.zeros_like(p) for p in self.kff_params]
+        self._gnoise = self.L.new_zeros(())  # of the one σ², when it is an input
         return self.kuf.grad_zeros()
 
     def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, *rest: Any
@@ -291,12 +298,16 @@ class BlockPowerEPStream(Stream):
                     total.add_(part)
         want = self.want_columns or (False,) * 4
         gy = gAY[M, :R].to(yb.dtype) if want[0] else None
+        if self.noise is not None:  # one σ²: ∂σ² = Σ_rows ∂σ²_n (the column holds ones)
+            self._gnoise += gnoise[:R].sum()
+            return gy, None, None, None
         return gy, None, None, gnoise[:R].to(noise.dtype) if want[3] else None
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
         gL = -torch.linalg.solve_triangular(self.L.mT, self._SL, upper=True).tril()
         L = self.inputs[len(self.kuf.inputs)]
-        return [*self.kuf.grad_finish(gacc), gL.to(L.dtype), *self._gkff]
+        noise = [] if self.noise is None else [self._gnoise.to(self.inputs[-1].dtype)]
+        return [*self.kuf.grad_finish(gacc), gL.to(L.dtype), *self._gkff, *noise]
 
 
 def block_alpha(alpha: float | Sequence[float] | Tensor, num_blocks: int) -> Tensor:

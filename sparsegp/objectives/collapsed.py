@@ -175,8 +175,10 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
                          "family; blocks and per-point noise take one output")
     if p.blocks is not None:
         b = p.blocks
-        noise = p.noise[b.order] if per_point else p.noise.expand(p.X.shape[0])
-        stream: Stream = BlockPowerEPStream(p.feature, p.kernel, L)
+        # one σ² is an input (its gradient reduced over ranks), per-point σ² a column
+        noise = p.noise[b.order] if per_point else torch.ones_like(p.X[:, 0])
+        stream: Stream = BlockPowerEPStream(p.feature, p.kernel, L,
+                                            None if per_point else p.noise)
         sums = streamed_sum(stream, p.X[b.order], y[b.order], b.runs(size), b.ids,
                             b.alpha.to(L.device)[b.ids], noise)
         return Statistics._make((*sums, n))
