@@ -6,7 +6,7 @@ that says which rank saw it and what was being reduced, instead of a hang or a b
 
 Shapes: `all_reduce_` and `broadcast_` take a list of tensors of any shapes (changed in place);
 `column_mean_std(T [N, ...])` -> mean, std [...] over all ranks' rows; `all_gather_objects`
-gives every rank's Python value.
+gives every rank's Python value; `summed_gradient(t)` is t with its gradient summed over ranks.
 
 Example:
 
@@ -109,6 +109,28 @@ def all_gather_objects(value: object, what: str) -> list[object]:
     except Exception as err:
         raise _fail(what, err) from err
     return out
+
+
+class _SummedGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t: Tensor) -> Tensor:
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, g: Tensor) -> Tensor:
+        g = g.clone()
+        all_reduce_([g], "the gradient of a per-row term")
+        return g
+
+
+def summed_gradient(t: Tensor) -> Tensor:
+    """t itself, whose gradient is summed over the ranks in the backward pass: for a tensor
+    that reaches the objective only through this rank's rows (a mean function's parameters
+    through y − m(X), per-group noise variances), whose gradient is otherwise this rank's
+    share only. Not distributed: t unchanged."""
+    if not is_distributed() or not t.requires_grad:
+        return t
+    return _SummedGradient.apply(t)
 
 
 def global_sum(value: float, like: Tensor) -> float:

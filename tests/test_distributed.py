@@ -23,6 +23,7 @@ from .distributed_worker import (
     build,
     evaluate,
     problem,
+    row_terms,
     svgp_model,
 )
 
@@ -102,7 +103,7 @@ def test_without_a_process_group_nothing_is_reduced():
     assert not sg.distributed.is_distributed()
 
 
-def test_blocks_sharded_by_block_give_one_process_results_and_a_split_block_is_named(tmp_path):
+def test_blocks_means_and_group_noise_sharded_give_one_process_results(tmp_path):
     runs = launch("blocks", tmp_path / "out", timeout=240)
     for r in runs:
         assert r.returncode == 0, r.stderr
@@ -117,6 +118,17 @@ def test_blocks_sharded_by_block_give_one_process_results_and_a_split_block_is_n
                 np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(res["mean"], ref["mean"], rtol=1e-10)
             np.testing.assert_allclose(res["var"], ref["var"], rtol=1e-10)
+    # a trainable mean and per-group noise reach the objective through each rank's rows only:
+    # their gradients are summed over the ranks (with and without blocks)
+    for approx, alpha in MEMBERS + BLOCK_MEMBERS:
+        blocks = {"blocks": labels} if (approx, alpha) in BLOCK_MEMBERS else {}
+        ref = evaluate(build(X, y, Z, approx, alpha, **row_terms(X), **blocks), Xtest)
+        for rank in range(2):
+            res = json.loads(Path(f"{tmp_path / 'out'}.{rank}.json").read_text())[
+                f"rows-{approx}-{alpha}-{bool(blocks)}"]
+            assert res["loss"] == pytest.approx(ref["loss"], rel=1e-12)
+            for a, b in zip(res["grads"], ref["grads"]):
+                np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
     # rows dealt out regardless of blocks: every block is on both ranks; both ranks say so
     runs = launch("split-blocks", tmp_path / "split", timeout=240)
     for r in runs:

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import distributed
 from ..config import NOISE_FLOOR, PARAMETER_DTYPE
 from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
 from ..distributed import is_distributed
@@ -147,7 +148,11 @@ class GPModel(Model):
     def noise_rows(self) -> Tensor:
         """σ² (a scalar) or σ²_n of every data point [N], internal units, differentiable."""
         noise = self.value("noise_variance")
-        return noise if self.noise_codes is None else noise[self.noise_codes]
+        if self.noise_codes is None:
+            return noise
+        if self.shards_data:  # σ²_n of this rank's rows: the groups' gradient summed over ranks
+            noise = distributed.summed_gradient(noise)
+        return noise[self.noise_codes]
 
     @property
     def heteroscedastic(self) -> bool:

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from .. import covariances as cov
+from .. import distributed
 from ..chunking import auto_chunk_size
 from ..conditionals import WhitenedGaussian, from_precision
 from ..covariances import cross_covariance
@@ -127,7 +128,11 @@ def targets(p: CollapsedProblem) -> Tensor:
     parameters (y itself without a mean)."""
     if p.mean is None:
         return p.y
-    m = p.mean(p.X)
+    if distributed.is_distributed():  # sharded rows: the mean's gradient summed over ranks
+        params = {n: distributed.summed_gradient(t) for n, t in p.mean.named_parameters()}
+        m = torch.func.functional_call(p.mean, params, (p.X,))
+    else:
+        m = p.mean(p.X)
     return p.y - (m[:, None] if p.y.dim() == 2 else m)
 
 
