@@ -32,6 +32,16 @@ class _Points(Protocol):
     def Z(self) -> Tensor: ...
 
 
+def se_cross_gradients(Zs: Tensor, ell: Tensor, var: Tensor, Hx: Tensor, r: Tensor,
+                       sx2: Tensor, ell_dim: int) -> tuple[Tensor, Tensor, Tensor]:
+    """∂Z, ∂ℓ, ∂σ² of Σ H ∘ K for K = σ² exp(−½‖x̃ − z̃‖²) (x̃ = (x − c)/ℓ, z̃ = (z − c)/ℓ)
+    from the sums Hx = Hᵀx̃ [M, D], r = H's column sums [M, 1] and sx2 = Σ_rows (Σ_m H) x̃²
+    [D]; ℓ [D] expanded (`ell_dim` 0: a scalar lengthscale, its gradient summed)."""
+    gZ = (Hx - r * Zs) / ell
+    g_ell = ((r * Zs * Zs).sum(0) - 2.0 * (Zs * Hx).sum(0) + sx2) / ell
+    return gZ, g_ell.sum() if ell_dim == 0 else g_ell, r.sum() / var
+
+
 @register("streamed", InducingPoints, SquaredExponential)
 class SquaredExponentialCrossCovariance(CrossCovariance):
     """Kuf = σ² exp(−½‖(z − x)/ℓ‖²) by one augmented matrix product and one exp pass.
@@ -84,12 +94,7 @@ class SquaredExponentialCrossCovariance(CrossCovariance):
     def grad_finish(self, state: list[Tensor]) -> list[Tensor]:
         S, gkd = state
         D = self.Zs.shape[1]
-        Hx, r, sx2 = S[:, :D], S[:, D:D + 1], S[:, D + 1:].sum(0)
-        gz = Hx - r * self.Zs  # ∂/∂z̃
-        gZ = gz / self.ell
-        g_ell = ((r * self.Zs * self.Zs).sum(0) - 2.0 * (self.Zs * Hx).sum(0) + sx2) / self.ell
-        g_var = r.sum() / self.var + gkd
         Z, ell, var = self.inputs
-        if ell.dim() == 0:
-            g_ell = g_ell.sum()
-        return [gZ.to(Z.dtype), g_ell.to(ell.dtype), g_var.to(var.dtype)]
+        gZ, g_ell, g_var = se_cross_gradients(self.Zs, self.ell, self.var, S[:, :D],
+                                              S[:, D:D + 1], S[:, D + 1:].sum(0), ell.dim())
+        return [gZ.to(Z.dtype), g_ell.to(ell.dtype), (g_var + gkd).to(var.dtype)]

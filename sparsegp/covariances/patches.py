@@ -20,6 +20,7 @@ from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.patches import InducingPatches, MultiChannelPatches
 from ..kernels.convolutional import Convolutional
 from ..kernels.stationary import SquaredExponential, squared_exponential_exp
+from .inducing_points import se_cross_gradients
 from .registry import register
 
 
@@ -117,11 +118,9 @@ class _SquaredExponentialPatches(torch.autograd.Function):
             Xs = (A.reshape(-1, d) - centre) / ells
             S_acc.addmm_(H.mT, torch.cat([Xs, torch.ones_like(Xs[:, :1])], 1))
             sx2 += H.sum(1) @ (Xs * Xs)
-        Hx, r = S_acc[:, :d], S_acc[:, d:]
-        gZ = (Hx - r * Zs) / ells
-        g_ell = ((r * Zs * Zs).sum(0) - 2.0 * (Zs * Hx).sum(0) + sx2) / ells
-        g_var = r.sum() / var
-        return (None, None, None, gZ, g_ell.sum() if ell.dim() == 0 else g_ell, g_var, gw)
+        gZ, g_ell, g_var = se_cross_gradients(Zs, ells, var, S_acc[:, :d], S_acc[:, d:], sx2,
+                                              ell.dim())
+        return (None, None, None, gZ, g_ell, g_var, gw)
 
 
 @register("width", InducingPatches, Convolutional)
