@@ -1,7 +1,8 @@
 """The Gaussian process state-space model (Frigola et al. 2014; van der Wilk 2018, §6.3).
 
 One observed sequence Y [T, P]; latent states x_t ∈ R^Q with a GP transition and a linear-
-Gaussian emission; the bound of `objectives/gpssm.py`, mean-field q(x) and q(u).
+Gaussian emission; the bound of `objectives/gpssm.py` with a Gauss–Markov q(x) (one chain per
+state dimension; or mean-field over time) independent of q(u).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOO
 from ..covariances import Kuf, Kuu_cholesky
 from ..kernels.base import Kernel
 from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
-from ..objectives.gpssm import emission_term, entropy, initial_term, transition_sums
+from ..objectives.gpssm import chain_entropy, coupling, emission_term, entropy, initial_term, transition_sums
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_array
 from ..validation import as_tensor, check_finite
@@ -33,7 +34,10 @@ class GPSSM(LatentInputModel):
     lengthscales, and shared inducing inputs); ε ~ N(0, diag q), ν ~ N(0, diag R), x_0 ~
     N(0, I). `emission=C` [P, Q] fixes the emission (offset d = 0; e.g. C = I when the states
     are observed with noise), otherwise C and d are learned from a PCA start. The states'
-    q(x_t) = N(μ_t, diag S_t) start at the PCA scores (or `C`'s least-squares states).
+    q(x_t) = N(μ_t, diag S_t) start at the PCA scores (or `C`'s least-squares states); with
+    `markov=True` (default) each state dimension is a Gauss–Markov chain in time with
+    lag-one correlations ρ_t = tanh(`X_coupling`_t) (starting at 0), as Frigola et al.
+    (2014)'s q(x); `markov=False` is the mean-field q(x) = Π_t N(μ_t, diag S_t).
     `fit()` maximises the bound with q(u) collapsed (L-BFGS-B) or, with `batch_size`, on
     minibatches of transitions with an explicit q(u) (natural gradients) and Adam.
     `transition(X)` gives q(f(X)); `forecast(steps)` samples trajectories beyond the data.
@@ -48,12 +52,13 @@ class GPSSM(LatentInputModel):
     """
 
     X_mean: Tensor  # parameters: the means of q(x_t) [T, Q] and the emission C [P, Q], d [P]
+    X_coupling: Tensor  # atanh of the lag-one correlations of q(x) [T − 1, Q] (markov=True)
     C: Tensor
     d: Tensor
 
     def __init__(self, Y: Any, state_dim: int = 1, inducing_points: Any = None,
                  kernel: Kernel | None = None, *, emission: Any = None,
-                 process_noise: Any = None, emission_noise: Any = None,
+                 process_noise: Any = None, emission_noise: Any = None, markov: bool = True,
                  jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
                  seed: int = 0, dtype: torch.dtype | None = None) -> None:
         super().__init__()
@@ -75,7 +80,8 @@ class GPSSM(LatentInputModel):
         feature = inducing_inputs(inducing_points, mu[:-1], Q, min(T - 1, 20), seed,
                                   "transitions")
         config = {"num_steps": T, "output_dim": P, "state_dim": Q,
-                  "learn_emission": emission is None, "jitter": check_jitter(jitter),
+                  "learn_emission": emission is None, "markov": bool(markov),
+                  "jitter": check_jitter(jitter),
                   "chunk_size": chunk_size,
                   "dtype": str(dtype or torch.float64).replace("torch.", "")}
         self._build(config, {"kernel": kernel, "feature": feature})
@@ -100,6 +106,8 @@ class GPSSM(LatentInputModel):
         self._add_free("X_mean", torch.zeros(T, Q, dtype=PARAMETER_DTYPE))
         self._add_positive("X_variance", torch.ones(T, Q, dtype=PARAMETER_DTYPE),
                            POSITIVE_FLOOR, max_dim=2)
+        if config.get("markov", False):  # models saved before the Markov q(x) are mean-field
+            self._add_free("X_coupling", torch.zeros(T - 1, Q, dtype=PARAMETER_DTYPE))
         self._add_positive("process_noise", torch.ones(Q, dtype=PARAMETER_DTYPE), NOISE_FLOOR)
         self._add_positive("emission_noise", torch.ones(P, dtype=PARAMETER_DTYPE), NOISE_FLOOR)
         self._add_free("C", torch.zeros(P, Q, dtype=PARAMETER_DTYPE))
@@ -118,6 +126,18 @@ class GPSSM(LatentInputModel):
         return as_user_array(self.value("X_variance"))
 
     @property
+    def state_correlation(self) -> np.ndarray:
+        """ρ [T − 1, Q]: the correlation of x_t and x_{t+1} under q(x) (zeros if mean-field)."""
+        rho = self._coupling()[0]
+        T, Q = self.X_mean.shape
+        return as_user_array(self.X_mean.new_zeros(T - 1, Q) if rho is None else rho)
+
+    @property
+    def markov(self) -> bool:
+        """Whether q(x) is a Gauss–Markov chain in time (else mean-field)."""
+        return bool(self._config.get("markov", False))
+
+    @property
     def process_noise(self) -> np.ndarray:
         return as_user_array(self.value("process_noise"))
 
@@ -131,17 +151,24 @@ class GPSSM(LatentInputModel):
         return as_user_array(self.C), as_user_array(self.d)
 
     # -- the bound ------------------------------------------------------------------------
+    def _coupling(self) -> tuple[Tensor, Tensor] | tuple[None, None]:
+        """(ρ, log(1 − ρ²)) [T − 1, Q] of the Markov q(x); (None, None) if mean-field."""
+        return coupling(self.X_coupling) if self.markov else (None, None)
+
     def _transitions(self, steps: Tensor | None = None) -> PsiSums:
         return transition_sums(self.kernel, self.feature.Z, self.X_mean,
-                               self.value("X_variance"), steps,
+                               self.value("X_variance"), steps, rho=self._coupling()[0],
                                chunk_size=self._config["chunk_size"])
 
     def _step_terms(self, steps: Tensor) -> Tensor:
-        """Emission and entropy of the states t + 1 for the transitions t in `steps`."""
+        """Emission of the states t + 1 and the entropy of q(x_{t+1} | x_t) for the transitions
+        t in `steps`."""
         rows = steps + 1
         S = self.value("X_variance")[rows]
+        log1m = self._coupling()[1]
         return (emission_term(self.y[rows], self.X_mean[rows], S, self.C, self.d,
-                              self.value("emission_noise")) + entropy(S))
+                              self.value("emission_noise"))
+                + chain_entropy(S, None if log1m is None else log1m[steps]))
 
     def _first(self) -> Tensor:
         """E log p(x_0) + the emission of y_0 + the entropy of q(x_0)."""

@@ -17,8 +17,7 @@ gradient: each chunk is recomputed under autograd in the backward pass).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -27,7 +26,7 @@ from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
 from ..linalg import solve_lower, solve_lower_t
 from .collapsed import Statistics, family_objective, solve
-from .psi import has_closed_form, psi_chunk, sample_rule
+from .psi import cross_moment, has_closed_form, psi_chunk, sample_rule
 from .streaming import Stream, streamed_sum
 
 #: Elements of the largest per-chunk temporary ([B, M²] for Ψ2) in the automatic chunk size.
@@ -49,9 +48,11 @@ class PsiSums(NamedTuple):
 
 
 class PsiStream(Stream):
-    """Chunks of (μ [B, Q], S [B, Q], Y [B, D]) add to (ψ0, Ψ1ᵀY, Ψ2); the backward pass
-    recomputes each chunk under autograd (gradients for the kernel, Z, μ, S and Y — Y is a
-    parameter where the outputs are themselves latent, e.g. the next states of a GPSSM)."""
+    """Chunks of (μ [B, Q], S [B, Q], Y [B, D][, c [B, Q]]) add to (ψ0, Ψ1ᵀY, Ψ2); with the
+    coefficients c (outputs correlated with their inputs, D = Q) Ψ1ᵀY gains `cross_moment`.
+    The backward pass recomputes each chunk under autograd (gradients for the kernel, Z, μ,
+    S, Y and c — Y is a parameter where the outputs are themselves latent, e.g. the next
+    states of a GPSSM)."""
 
     def __init__(self, kernel: Kernel, Z: Tensor, D: int, rule: tuple[Tensor, Tensor] | None
                  ) -> None:
@@ -59,27 +60,30 @@ class PsiStream(Stream):
         self.inputs = (*(p for p in kernel.parameters() if p.requires_grad),
                        *((Z,) if Z.requires_grad else ()))
 
-    def _sums(self, mu: Tensor, S: Tensor, Yb: Tensor, Z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _sums(self, Z: Tensor, mu: Tensor, S: Tensor, Yb: Tensor, coef: Tensor | None = None
+              ) -> tuple[Tensor, Tensor, Tensor]:
         psi0, psi1, psi2 = psi_chunk(self.kernel, Z, mu, S, self.rule)
-        return psi0, psi1.mT @ Yb, psi2
+        psi1_y = psi1.mT @ Yb
+        if coef is not None:
+            psi1_y = psi1_y + cross_moment(self.kernel, Z, mu, S, coef, psi1, self.rule)
+        return psi0, psi1_y, psi2
 
     def zeros(self) -> list[Tensor]:
         z = self.Z.new_zeros
         return [z(()), z(self.Z.shape[0], self.D), z(self.Z.shape[0], self.Z.shape[0])]
 
-    # the columns this stream is given: (X unused, μ, S, Y)
-    def add(self, acc: list[Tensor], _: Tensor, mu: Tensor, S: Tensor, Yb: Tensor) -> None:  # type: ignore[override]
-        for total, part in zip(acc, self._sums(mu, S, Yb, self.Z.detach())):
+    # the columns this stream is given: (X unused, μ, S, Y[, c])
+    def add(self, acc: list[Tensor], _: Tensor, *columns: Tensor) -> None:
+        for total, part in zip(acc, self._sums(self.Z.detach(), *columns)):
             total.add_(part)
 
-    def grad_chunk(self, gacc: list, _: Tensor, mu: Tensor, S: Tensor, Yb: Tensor,
-                   grads: Sequence[Tensor]) -> tuple[Tensor | None, ...]:
-        want = self.want_columns or (False, False, False)
+    def grad_chunk(self, gacc: list, _: Tensor, *rest: Any) -> tuple[Tensor | None, ...]:
+        *columns, grads = rest
+        want = self.want_columns or (False,) * len(columns)
         with torch.enable_grad():
             Z = self.Z.detach().requires_grad_(self.Z.requires_grad)
-            cols = [c.detach().requires_grad_(w) for c, w in zip((mu, S, Yb), want)]
-            mu_c, S_c, Y_c = cols
-            parts = self._sums(mu_c, S_c, Y_c, Z)
+            cols = [c.detach().requires_grad_(w) for c, w in zip(columns, want)]
+            parts = self._sums(Z, *cols)
             total = cast(Tensor, sum((p * g).sum() for p, g in zip(parts, grads)))
             params = [p for p in self.kernel.parameters() if p.requires_grad]
             leaves = [*params, *((Z,) if Z.requires_grad else ()), *cols]
@@ -101,17 +105,23 @@ def chunk_rows(M: int, nodes: int = 1, chunk_size: int | None = None) -> int:
 
 
 def psi_sums(kernel: Kernel, Z: Tensor, Y: Tensor, mu: Tensor, S: Tensor, *,
-             rule: tuple[Tensor, Tensor] | None = None, chunk_size: int | None = None
-             ) -> PsiSums:
+             rule: tuple[Tensor, Tensor] | None = None, chunk_size: int | None = None,
+             coef: Tensor | None = None) -> PsiSums:
     """The Ψ sums over all points, streamed (`PsiStream`); differentiable in the kernel's
-    parameters, Z, mu, S and Y. Shapes: Y [N, D], mu, S [N, Q], Z [M, Q]; `yy` [D] holds
-    Σ_n y_nd² per output."""
+    parameters, Z, mu, S, Y and `coef`. Shapes: Y [N, D], mu, S [N, Q], Z [M, Q]; `yy` [D]
+    holds Σ_n y_nd² per output (of Y: an output's own variance is the caller's to add).
+    `coef` [N, Q] (D = Q): output q of point n is Y_nq + c_nq (x_nq − μ_nq) in distribution,
+    so Ψ1ᵀY gains Σ_n c_nq E[k_u(x_n)(x_nq − μ_nq)] (`psi.cross_moment`)."""
     if rule is None and not has_closed_form(kernel):
         rule = sample_rule(Z.shape[1], Z)
     stream = PsiStream(kernel, Z, Y.shape[1], rule)
     size = chunk_rows(Z.shape[0], 1 if rule is None else rule[0].shape[0], chunk_size)
     rows = mu.new_empty(mu.shape[0], 0)  # the stream's columns are all in the extras
-    psi0, psi1_y, psi2 = streamed_sum(stream, rows, mu, size, S, Y)
+    if coef is not None and tuple(coef.shape) != tuple(mu.shape):
+        raise ValueError(f"coef must have the shape of mu {tuple(mu.shape)}; got "
+                         f"{tuple(coef.shape)}")
+    extra = (S, Y) if coef is None else (S, Y, coef)
+    psi0, psi1_y, psi2 = streamed_sum(stream, rows, mu, size, *extra)
     return PsiSums(psi0, psi1_y, psi2, (Y * Y).sum(0), Y.shape[0])
 
 

@@ -10,6 +10,10 @@ Closed forms exist for the squared exponential (ARD) and the linear kernel; any 
 in the Q latent dimensions while it has at most `MAX_NODES` nodes, otherwise a fixed set of
 antithetic Monte Carlo samples (seeded, so the objective stays a deterministic function of
 the parameters). `psi_chunk` returns the sums over a chunk of points.
+
+Where an output is correlated with the point's own input (the next state of a GPSSM with a
+Markov q(x): E[y_nq | x_n] = ν_nq + c_nq (x_nq − μ_nq)), Ψ1ᵀY needs the cross moments
+E[k_u(x_n)(x_nq − μ_nq)] = S_nq ∂ψ1_n/∂μ_nq (Stein's lemma), weighted by c: `cross_moment`.
 Shapes: Z [M, Q], mu [B, Q], S [B, Q] -> ψ0 [], ψ1 [B, M], Σ_n ψ2_n [M, M].
 """
 
@@ -110,6 +114,27 @@ def psi_chunk(kernel: Kernel, Z: Tensor, mu: Tensor, S: Tensor,
     if type(kernel) is Linear:
         return _linear(kernel, Z, mu, S)
     return _quadrature(kernel, Z, mu, S, rule if rule is not None else sample_rule(Z.shape[1], Z))
+
+
+def cross_moment(kernel: Kernel, Z: Tensor, mu: Tensor, S: Tensor, coef: Tensor, psi1: Tensor,
+                 rule: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """Σ_n c_nq E[k(z_m, x_n)(x_nq − μ_nq)] [M, Q] for coefficients `coef` c [B, Q] and the
+    chunk's ψ1 [B, M] (`psi_chunk`'s): for the squared exponential ψ1_nm S_nq (z_mq − μ_nq)/
+    (ℓ_q² + S_nq), for the linear kernel v_q z_mq S_nq, and by the quadrature `rule` (the nodes
+    ξ_j: Σ_j w_j k(z_m, μ_n + √S_n ξ_j) √S_nq ξ_jq) for any other kernel."""
+    if type(kernel) is SquaredExponential:
+        ell2 = kernel.value("lengthscale").expand(Z.shape[1]) ** 2
+        w = coef * S / (ell2 + S)  # [B, Q]
+        return Z * (psi1.mT @ w) - psi1.mT @ (mu * w)
+    if type(kernel) is Linear:
+        v = kernel.value("variance").expand(Z.shape[1])
+        return Z * v * (coef * S).sum(0)
+    nodes, wts = rule if rule is not None else sample_rule(Z.shape[1], Z)
+    B, Q = mu.shape
+    root = torch.sqrt(S)
+    X = (mu[:, None, :] + root[:, None, :] * nodes).reshape(-1, Q)
+    Kxz = kernel.K(X, Z).view(B, -1, Z.shape[0])  # [B, J, M]
+    return torch.einsum("bjm,j,jq,bq->mq", Kxz, wts, nodes, root * coef)
 
 
 def has_closed_form(kernel: Kernel) -> bool:

@@ -28,7 +28,8 @@ def test_quick_run_from_the_command_line(tmp_path, capsys):
     log = capsys.readouterr().out
     names = {f.name for f in out.iterdir()}
     expected = {"results.md", "gplvm-three-phase.csv", "gplvm-three-phase.png",
-                "gpssm_kink.csv", "gpssm_kink.png", "gpssm_bistable.csv", "gpssm_bistable.png"}
+                "gpssm_kink.csv", "gpssm_kink.png", "gpssm_bistable.csv", "gpssm_bistable.png",
+                "gpssm_kink_q.csv", "gpssm_bistable_q.csv"}
     has_mnist = (DEFAULT_DATA_DIR / "mnist" / "mnist.npz").is_file()
     if has_mnist:
         expected |= {"gplvm-mnist.csv", "gplvm-mnist.png"}
@@ -47,6 +48,9 @@ def test_quick_run_from_the_command_line(tmp_path, capsys):
         rows = list(csv.DictReader((out / f"gpssm_{system}.csv").open()))
         assert len(rows) == ri.QUICK.horizon
         assert all(math.isfinite(float(v)) for r in rows for k, v in r.items() if k != "k")
+        rows = list(csv.DictReader((out / f"gpssm_{system}_q.csv").open()))
+        assert [r["q(x)"] for r in rows] == ["Markov", "mean-field"]
+        assert all(math.isfinite(float(v)) for r in rows for k, v in r.items() if k != "q(x)")
     # ARD finds the two latent dimensions of the synthetic data (measured: third relevance
     # 0.005 of the largest); the learned transitions are close to the truth
     assert "2 dimension(s) above 5% of the largest" in log
