@@ -114,6 +114,7 @@ def test_blocks_means_and_group_noise_sharded_give_one_process_results(tmp_path)
         for rank in range(2):
             res = json.loads(Path(f"{tmp_path / 'out'}.{rank}.json").read_text())[approx]
             assert res["loss"] == pytest.approx(ref["loss"], rel=1e-12)
+            assert res["upper"] == pytest.approx(ref["upper"], rel=1e-12)
             for a, b in zip(res["grads"], ref["grads"]):
                 np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(res["mean"], ref["mean"], rtol=1e-10)
