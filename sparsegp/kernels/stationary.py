@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -35,6 +35,21 @@ def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -
     if X2 is None:
         r2.diagonal(dim1=-2, dim2=-1).zero_()
     return r2
+
+
+def radial_gram_gradients(kernel: RadialKernel, r2: Tensor, G: Tensor, X_rows: Tensor,
+                          X_all: Tensor, ell: Tensor, variance: Tensor) -> tuple[Tensor, Tensor]:
+    """(∂ℓ [D], ∂σ²) of ⟨G, K⟩ for rows of a symmetric Gram matrix K = σ² ρ(r²) of a radial
+    kernel with a symmetric G, given those rows' r² and G [..., R, N] (R of the N rows,
+    X_rows [..., R, D], all the rows X_all [..., N, D], any common centring; ℓ expanded to
+    [D]): ∂σ² = ⟨G, ρ⟩ and, with H = σ² G ⊙ ρ'(r²), ∂ℓ_d = −(2/ℓ_d³) Σ_ij H_ij (x_id −
+    x_jd)², i.e. −(4/ℓ_d³) Σ_i (x_id² (H1)_i − x_id (H x_d)_i) — additive over blocks of rows,
+    and no per-dimension R×N matrix. Needs the kernel's `profile_derivative`."""
+    gvariance = (G * kernel.profile(r2)).sum()
+    H = cast(Tensor, kernel.profile_derivative(r2)).mul_(G).mul_(variance)
+    per_dim = (X_rows * X_rows * H.sum(-1, keepdim=True) - X_rows * (H @ X_all))
+    per_dim = per_dim.reshape(-1, X_rows.shape[-1]).sum(0)
+    return -4.0 * per_dim / ell**3, gvariance
 
 
 def se_augmented(Xs: Tensor, log_variance: Tensor | None = None) -> Tensor:

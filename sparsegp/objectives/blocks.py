@@ -19,15 +19,16 @@ differ per point (Λ_b = α_b D_b + diag σ²_b): then it is a column of the str
 O(N·M² + Σ_b |b|³), memory O(chunk·M + M² + max_b |b|²): the data are sorted by block once
 and streamed in runs of whole blocks; blocks of similar size are padded to one size and
 factorised as one batch (`Kernel.K_blocks` gives their Kff blocks at once). The backward
-pass recomputes each run and applies the chain rule by hand (`BlockPowerEPStream`; no N×M
-tensor is kept).
+pass applies the chain rule by hand (`BlockPowerEPStream`); it recomputes each run's
+factors, unless the forward pass could keep them all within KEEP_BYTES (then memory is
+O(N·(M + max_b |b|)) for one evaluation, and the backward pass does a third less work).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -35,6 +36,7 @@ from torch import Tensor
 
 from ..covariances import cross_covariance
 from ..kernels.base import Kernel
+from ..kernels.stationary import RadialKernel, radial_gram_gradients, scaled_squared_distance
 from .streaming import Stream
 
 
@@ -126,6 +128,13 @@ def _batches(sizes: list[int], M: int) -> list[tuple[list[int], list[int], int]]
     return out
 
 
+#: The forward pass keeps each run's factors (Kuf, a, and per batch a_b, D_b, C_b, C_b⁻¹P_b:
+#: ~4·R·M + 2·R·S values for R rows) for the backward pass while all of them stay within
+#: this many bytes; beyond it the backward pass recomputes them run by run. 256 MB holds the
+#: bui2017 experiment's largest (N ≈ 10⁴, M = 200: ~100 MB): 1.3× faster there.
+KEEP_BYTES = 2**28
+
+
 class _Group(NamedTuple):
     """A batch of blocks in a run, padded to size S and factorised: `rows` [nb, S] (run
     positions; R for padding), `a` [nb, S, M] their a_n, `D` [nb, S, S], `alpha` [nb, 1, 1],
@@ -166,10 +175,21 @@ class BlockPowerEPStream(Stream):
         row. Otherwise the column holds each point's σ² (its gradient stays with the rows)."""
         self.kernel, self.M = kernel, feature.num_inducing
         self.kuf = cross_covariance(feature, kernel, L.dtype)
-        self.kff_params = tuple(p for p in kernel.parameters() if p.requires_grad)
+        # the within-block Kff's inputs: a radial kernel's ℓ and σ² values (its gradient by
+        # hand, `radial_gram_gradients`), else the kernel's parameters (by autograd)
+        self.radial = (isinstance(kernel, RadialKernel)
+                       and kernel.profile_derivative(L.new_zeros(1)) is not None)
+        if self.radial:
+            self.ell, self.var = kernel.value("lengthscale"), kernel.value("variance")
+            self.kff_params = tuple(t for t in (self.ell, self.var) if t.requires_grad)
+        else:
+            self.kff_params = tuple(p for p in kernel.parameters() if p.requires_grad)
         self.noise = None if noise is None else noise.detach().to(L.dtype)
         self.inputs = (*self.kuf.inputs, L, *self.kff_params, *(() if noise is None else (noise,)))
         self.L = L.detach()
+        # run (its first row's address, rows) -> (Kuf, a, batches, C⁻¹P per batch), and bytes
+        self._kept: dict[tuple[int, int], tuple[Tensor, Tensor, list[_Group], list[Tensor]]] = {}
+        self._kept_bytes = 0
 
     def _groups(self, Xb: Tensor, ids: Tensor, alpha: Tensor, noise: Tensor
                 ) -> tuple[Tensor, Tensor, list[_Group]]:
@@ -225,10 +245,12 @@ class BlockPowerEPStream(Stream):
 
     def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, ids: Tensor,  # type: ignore[override]
             alpha: Tensor, noise: Tensor) -> None:
-        _, a, groups = self._groups(Xb, ids, alpha, noise)
+        K, a, groups = self._groups(Xb, ids, alpha, noise)
         AY = _padded(a, yb)
+        Vs = []
         for g in groups:
             V = torch.linalg.solve_triangular(g.C, AY[:, g.rows].permute(1, 2, 0), upper=False)
+            Vs.append(V)
             Vf = V.reshape(-1, self.M + 1)
             acc[0].add_(Vf.mT @ Vf)
             # log|Λ_b| − log|S_b| = log|I + α S^{-1/2} D S^{-1/2}|, as logs of ratios near 1
@@ -238,6 +260,18 @@ class BlockPowerEPStream(Stream):
             acc[2].add_(torch.diagonal(g.D, dim1=-2, dim2=-1).sum())
             al = g.alpha[:, 0, 0]
             acc[3].add_(((1.0 - al) / al * per_block).sum())
+        if self.backward_follows:
+            self._keep((Xb.data_ptr(), Xb.shape[0]), (K, a, groups, Vs))
+
+    def _keep(self, key: tuple[int, int],
+              state: tuple[Tensor, Tensor, list[_Group], list[Tensor]]) -> None:
+        """Keep a run's factors for the backward pass if they fit in KEEP_BYTES with the rest."""
+        K, a, groups, Vs = state
+        tensors = [K, a, *Vs, *(t for g in groups for t in (g.a, g.D, g.C))]
+        size = sum(t.numel() * t.element_size() for t in tensors)
+        if self._kept_bytes + size <= KEEP_BYTES:
+            self._kept[key] = state
+            self._kept_bytes += size
 
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
         AA, M = acc[0], self.M
@@ -258,16 +292,20 @@ class BlockPowerEPStream(Stream):
                    ) -> tuple[Tensor | None, ...]:
         ids, alpha, noise, _ = rest
         M = self.M
-        K, a, groups = self._groups(Xb, ids, alpha, noise)
+        kept = self._kept.pop((Xb.data_ptr(), Xb.shape[0]), None)
+        K, a, groups, Vs = kept if kept is not None else (*self._groups(Xb, ids, alpha, noise),
+                                                          None)
         R = Xb.shape[0]
         AY = _padded(a, yb)
         gAY = torch.zeros_like(AY)  # [∂a; ∂yᵀ] and the padding's column
         gnoise = a.new_zeros(R + 1)
         gkdiag = a.new_zeros(R + 1)
         block_grads = []  # (rows, ∂Kff_bb) of the batches of blocks larger than one point
-        for g in groups:
-            P = AY[:, g.rows].permute(1, 2, 0)  # [nb, S, M + 1]
-            W = torch.cholesky_solve(P, g.C)  # Λ⁻¹P
+        for j, g in enumerate(groups):
+            if Vs is None:
+                W = torch.cholesky_solve(AY[:, g.rows].permute(1, 2, 0), g.C)  # Λ⁻¹P
+            else:  # Λ⁻¹P = C⁻ᵀ(C⁻¹P), C⁻¹P kept from the forward pass
+                W = torch.linalg.solve_triangular(g.C.mT, Vs[j], upper=True)
             WG = W @ self._Gs
             eye = torch.eye(g.C.shape[-1], dtype=a.dtype, device=a.device).expand_as(g.C)
             weight = (1.0 - g.alpha) / g.alpha
@@ -288,7 +326,9 @@ class BlockPowerEPStream(Stream):
         self._SL.addmm_(ga, a.mT)
         gK = torch.linalg.solve_triangular(self.L.mT, ga, upper=True)
         self.kuf.grad_chunk(gacc, Xb, K, gK, gkdiag[:R])
-        if block_grads and self.kff_params:
+        if block_grads and self.kff_params and self.radial:
+            self._radial_gradients(Xb, block_grads)
+        elif block_grads and self.kff_params:
             with torch.enable_grad():
                 outs = [self._kernel_blocks(Xb, rows) for rows, _ in block_grads]
                 found = torch.autograd.grad(outs, self.kff_params,
@@ -302,6 +342,27 @@ class BlockPowerEPStream(Stream):
             self._gnoise += gnoise[:R].sum()
             return gy, None, None, None
         return gy, None, None, gnoise[:R].to(noise.dtype) if want[3] else None
+
+    def _radial_gradients(self, Xb: Tensor, block_grads: list[tuple[Tensor, Tensor]]) -> None:
+        """Add ⟨∂Kff_bb, Kff_bb⟩'s gradient in ℓ and σ² of a radial kernel, batch by batch
+        (padding rows masked out of ∂Kff; each block centred on its mean)."""
+        R, dtype = Xb.shape[0], self.L.dtype
+        ell = self.ell.detach().to(dtype).expand(Xb.shape[1])
+        var = self.var.detach().to(dtype)
+        g_ell, g_var = torch.zeros_like(ell), var.new_zeros(())
+        for rows, gD in block_grads:
+            real = (rows < R).to(dtype)
+            Xg = Xb[rows.clamp_max(R - 1)].to(dtype)
+            Xg = Xg - Xg.mean(-2, keepdim=True)
+            G = gD * (real[:, :, None] * real[:, None, :])
+            parts = radial_gram_gradients(cast(RadialKernel, self.kernel),
+                                          scaled_squared_distance(Xg, None, ell),
+                                          G, Xg, Xg, ell, var)
+            g_ell += parts[0]
+            g_var += parts[1]
+        found = {id(self.ell): g_ell.sum() if self.ell.dim() == 0 else g_ell, id(self.var): g_var}
+        for total, t in zip(self._gkff, self.kff_params):
+            total.add_(found[id(t)].to(total.dtype))
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
         gL = -torch.linalg.solve_triangular(self.L.mT, self._SL, upper=True).tril()

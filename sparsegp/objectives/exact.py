@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..chunking import auto_chunk_size, chunk_slices
 from ..kernels.base import Kernel
-from ..kernels.stationary import RadialKernel, scaled_squared_distance
+from ..kernels.stationary import RadialKernel, radial_gram_gradients, scaled_squared_distance
 from ..linalg import (
     LOG_2PI,
     add_to_diagonal,
@@ -119,10 +119,9 @@ class _RadialEvidence(torch.autograd.Function):
     every N×N quantity but C = K + σ²I, its factor and G formed a block of rows at a time.
 
     Forward: C, written block by block, and its Cholesky factor (C is then freed). Backward,
-    with G = ∂F/∂C = ½(ααᵀ − C⁻¹) from the factor (both kept): ∂F/∂σ² = ⟨G, ρ⟩,
-    and with H = σ² G ⊙ ρ'(r²) (symmetric),
-    ∂F/∂ℓ_d = −(2/ℓ_d³) Σ_ij H_ij (x_id − x_jd)² = −(4/ℓ_d³) Σ_i (x_id² (H1)_i − x_id (Hx_d)_i):
-    matrix-vector products per block, never a per-dimension N×N matrix.
+    with G = ∂F/∂C = ½(ααᵀ − C⁻¹) from the factor (both kept), ∂F/∂σ² and ∂F/∂ℓ from each
+    block of rows of G (`kernels.stationary.radial_gram_gradients`): matrix-vector products
+    per block, never a per-dimension N×N matrix.
     """
 
     @staticmethod
@@ -149,12 +148,11 @@ class _RadialEvidence(torch.autograd.Function):
         X, kernel = ctx.X, ctx.kernel
         Xc = X - X.mean(0)  # distances are translation invariant; centring limits cancellation
         gvariance = X.new_zeros(())
-        per_dim = X.new_zeros(X.shape[1])  # Σ_ij H_ij (x_id − x_jd)² / 2
+        gell = X.new_zeros(X.shape[1])
         for sl in _row_blocks(X):
-            r2 = _block_distances(X, ell, sl)
-            gvariance += (G[sl] * kernel.profile(r2)).sum()
-            H = kernel.profile_derivative(r2).mul_(G[sl]).mul_(variance)
-            per_dim += (Xc[sl] * Xc[sl] * H.sum(1)[:, None] - Xc[sl] * (H @ Xc)).sum(0)
-        gell = -4.0 * per_dim / ell**3
+            parts = radial_gram_gradients(kernel, _block_distances(X, ell, sl), G[sl], Xc[sl],
+                                          Xc, ell, variance)
+            gell += parts[0]
+            gvariance += parts[1]
         return (-g * alpha, gnoise, gell.sum() if ell.dim() == 0 else gell, gvariance,
                 None, None, None)

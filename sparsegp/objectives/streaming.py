@@ -38,6 +38,7 @@ class Stream(ABC):
     inputs: tuple[Tensor, ...] = ()
     want_y: bool = False  # set by the backward pass: grad_chunk returns ∂y
     want_columns: tuple[bool, ...] = ()  # the same for (y, *extra)
+    backward_follows: bool = False  # set by `streamed_sum`: a backward pass will follow add()
 
     @abstractmethod
     def zeros(self) -> list[Tensor]:
@@ -117,6 +118,7 @@ def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[sl
             raise ValueError(f"chunk_size must be a positive integer; got {chunks}")
         chunks = list(chunk_slices(X.shape[0], chunks))
     if torch.is_grad_enabled() and any(t.requires_grad for t in (y, *extra, *stream.inputs)):
+        stream.backward_follows = True
         return _StreamedSum.apply(stream, chunks, len(extra), X, y, *extra, *stream.inputs)
     with torch.no_grad():
         return _StreamedSum.forward(_NoContext(), stream, chunks, len(extra), X, y, *extra)

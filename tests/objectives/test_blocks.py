@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import sparsegp as sg
+from sparsegp.objectives import blocks as blocks_module
 
 LOG2PI = np.log(2.0 * np.pi)
 ELL, VAR, NOISE = 0.8, 1.3, 0.04
@@ -127,7 +128,11 @@ def _grads(m):
     return {n: p.grad.detach().clone().numpy() for n, p in m.named_parameters()}
 
 
-def test_gradient_equals_dense_autograd_and_does_not_depend_on_chunks():
+@pytest.mark.parametrize("keep", [True, False], ids=["factors-kept", "recomputed"])
+def test_gradient_equals_dense_autograd_and_does_not_depend_on_chunks(keep, monkeypatch):
+    # the backward pass with the forward pass's factors kept, and recomputing them per run
+    if not keep:
+        monkeypatch.setattr(blocks_module, "KEEP_BYTES", 0)
     X, y, Z = data(n=50)
     labels = np.r_[np.zeros(20, int), np.ones(3, int), 2 * np.ones(17, int), np.arange(3, 13)]
     powers = np.linspace(0.2, 1.0, 13)
@@ -221,10 +226,13 @@ def test_bad_block_arguments_are_named(kwargs, error, match):
         model(X, y, Z, labels, **args)
 
 
-def test_gradient_with_any_kernel_and_group_noise_equals_dense_autograd():
+@pytest.mark.parametrize("keep", [True, False], ids=["factors-kept", "recomputed"])
+def test_gradient_with_any_kernel_and_group_noise_equals_dense_autograd(keep, monkeypatch):
     # Matérn 3/2 + Linear (no fast cross-covariance; the Linear part's blocks by the default
     # `K_blocks`), one noise per group, blocks of mixed sizes (padded batches: 9 and 8, 5 and
     # 4, then single points), per-block powers
+    if not keep:
+        monkeypatch.setattr(blocks_module, "KEEP_BYTES", 0)
     X, y, Z = data(n=40)
     labels = np.r_[np.zeros(9, int), np.ones(8, int), 2 * np.ones(5, int), 3 * np.ones(4, int),
                    np.arange(4, 18)]
