@@ -21,8 +21,10 @@ from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_
 from ..objectives.gpssm import chain_entropy, coupling, emission_term, entropy, initial_term, transition_sums
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_array
+from ..training.progress import progress_bar
 from ..validation import as_tensor, check_finite
 from .base import check_jitter
+from .gpssm_gibbs import Emission, PosteriorSamples, particle_gibbs
 from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents, positive_int
 
 
@@ -195,15 +197,47 @@ class GPSSM(LatentInputModel):
         return _MinibatchTransitions(self)
 
     # -- transition and forecasts ---------------------------------------------------------
-    def transition(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance [N*, Q] of f(x) under q(f) at states X [N*, Q]."""
+    def _states_input(self, X: Any) -> Tensor:
+        """States X [N*, Q] as a checked tensor on the model's device."""
         Q = self._config["state_dim"]
         X = check_finite(as_tensor(X, "X"), "X").to(PARAMETER_DTYPE)
         if X.dim() != 2 or X.shape[1] != Q:
             raise ValueError(f"X must have shape [N*, {Q}] (state_dim columns); got "
                              f"{tuple(X.shape)}")
-        mean, var = self.posterior().predict_f(X.to(self.device))
+        return X.to(self.device)
+
+    def transition(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance [N*, Q] of f(x) under q(f) at states X [N*, Q]."""
+        Q = self._config["state_dim"]
+        mean, var = self.posterior().predict_f(self._states_input(X))
         return self._out(mean.reshape(-1, Q)), self._out(var.reshape(-1, Q))
+
+    def sample_posterior(self, num_samples: int = 200, *, burn_in: int = 100,
+                         particles: int = 20, seed: int = 0, progress: bool | None = None
+                         ) -> PosteriorSamples:
+        """Draws from the exact posterior of the states and of u under the approximating
+        process (particle Gibbs with ancestor sampling, `models/gpssm_gibbs.py`), with the
+        kernel, inducing inputs, noises and emission held at the model's values (fit first).
+        No variational factorisation: compare `samples.transition(X)` and
+        `samples.state_mean` with `transition(X)` and `state_mean`. Starts from q(x)'s means;
+        `burn_in` sweeps are discarded; `particles` ≥ 2 per sweep (more for long sequences:
+        watch `samples.acceptance`)."""
+        self._require_data()
+        num_samples, burn_in = positive_int(num_samples, "num_samples"), int(burn_in)
+        if burn_in < 0:
+            raise ValueError(f"burn_in must be a non-negative integer; got {burn_in}")
+        if isinstance(particles, bool) or not isinstance(particles, int) or particles < 2:
+            raise ValueError(f"particles must be an integer ≥ 2; got {particles!r}")
+        with torch.no_grad():
+            L, _ = Kuu_cholesky(self.feature, self.kernel, self.jitter)
+            emission = Emission(self.C.detach(), self.d.detach(),
+                                self.value("emission_noise").detach())
+            Z, q = self.feature.Z.detach(), self.value("process_noise").detach()
+            with progress_bar(progress, burn_in + num_samples, "particle Gibbs") as bar:
+                samples = particle_gibbs(self.y, emission, self.kernel, Z, L, q,
+                                         self.X_mean.detach(), num_samples, burn_in,
+                                         particles, seed, lambda: bar.update(1))
+        return PosteriorSamples(samples, self.kernel, Z, L, self._out, self._states_input)
 
     def forecast(self, steps: int, num_samples: int = 200, seed: int = 0
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -169,6 +169,32 @@ def test_mean_field_models_and_files_from_before_the_markov_q_x_load(tmp_path):
         assert loaded.log_marginal_likelihood() == m.log_marginal_likelihood()
 
 
+def test_particle_gibbs_samples_the_states_and_the_transition(kink_model):
+    # with the fitted hyperparameters: the draws' states follow the truth as q(x)'s means
+    # do, the sampled transition recovers the kink, and a seed repeats the chain (the exact
+    # conditionals are tested in test_gpssm_gibbs.py)
+    x, _, m = kink_model
+    s = m.sample_posterior(40, burn_in=20, particles=10, seed=1, progress=False)
+    assert s.states.shape == (40, 150, 1) and s.state_mean.shape == (150, 1)
+    assert s.acceptance > 0.3 and s.effective_sample_size.shape == (1,)
+    assert np.sqrt(np.mean((s.state_mean[:, 0] - x) ** 2)) < np.sqrt(0.1)
+    lo, hi = np.quantile(x[:-1], [0.05, 0.95])
+    grid = np.linspace(lo, hi, 50)[:, None]
+    mean, var = s.transition(grid)
+    err = mean[:, 0] - kink(grid[:, 0])
+    assert np.sqrt(np.mean(err**2)) < 0.35 and np.mean(np.abs(err) < 2 * np.sqrt(var[:, 0])) > 0.8
+    short = [m.sample_posterior(3, burn_in=0, particles=5, seed=2, progress=False).states
+             for _ in range(2)]
+    np.testing.assert_array_equal(*short)
+    for kwargs, message in [({"particles": 1}, "particles must be an integer ≥ 2"),
+                            ({"burn_in": -1}, "burn_in must be a non-negative integer"),
+                            ({"num_samples": 0}, "num_samples must be a positive integer")]:
+        with pytest.raises(ValueError, match=message):
+            m.sample_posterior(**{"num_samples": 5, **kwargs})
+    with pytest.raises(ValueError, match=r"X must have shape \[N\*, 1\]"):
+        s.transition(np.zeros((3, 2)))
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"state_dim": 0}, "state_dim must be a positive integer"),
     ({"emission": [[1.0, 2.0]]}, r"emission must be a matrix C of shape \(1, 1\)"),
