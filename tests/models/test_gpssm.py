@@ -95,6 +95,10 @@ def test_learned_emission_and_two_states():
     C, d = m.emission
     recon = m.state_mean @ C.T + d
     assert np.sqrt(np.mean((recon - Y) ** 2)) < 0.2 * Y.std()
+    # particle Gibbs with two states and three outputs: its states explain the data as well
+    s = m.sample_posterior(20, burn_in=10, particles=10, progress=False)
+    assert s.states.shape == (20, T, 2) and s.transition(np.zeros((4, 2)))[0].shape == (4, 2)
+    assert np.sqrt(np.mean((s.state_mean @ C.T + d - Y) ** 2)) < 0.2 * Y.std()
 
 
 def test_save_and_load_round_trip(kink_model, tmp_path):
