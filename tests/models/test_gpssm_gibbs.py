@@ -143,3 +143,16 @@ def test_particle_gibbs_finds_the_exact_posterior_of_a_linear_transition():
     assert abs(float(v.mean()) - exact_mean) < 5 * se
     assert float(v.var()) == pytest.approx(exact_var, rel=0.25)
     assert float(samples.moved.mean()) > 0.5  # the particles renew most of the trajectory
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.5, 0.9])
+def test_effective_sample_size_of_an_autoregressive_chain(phi):
+    # AR(1) with coefficient φ: τ = (1 + φ)/(1 − φ), so ESS = n(1 − φ)/(1 + φ)
+    n = 20000
+    g = torch.Generator().manual_seed(5)
+    eps = torch.randn(n, generator=g, dtype=F64)
+    x = torch.empty(n, dtype=F64)
+    x[0] = eps[0]
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + math.sqrt(1 - phi**2) * eps[t]
+    assert effective_sample_size(x) == pytest.approx(n * (1 - phi) / (1 + phi), rel=0.15)
