@@ -92,7 +92,7 @@ def csmc_as(y: Tensor, emission: Emission, step: Transition, reference: Tensor,
         anc = torch.multinomial(W, particles, replacement=True, generator=g)
         mean, var = step(paths[-1])
         # the reference particle's ancestor ∝ w_{t−1}^i p(x'_t | x_{t−1}^i)
-        log_as = torch.log(W) + _normal_log_density(reference[t], mean, var)
+        log_as = torch.log_softmax(log_w, 0) + _normal_log_density(reference[t], mean, var)
         anc[-1] = torch.multinomial(_normalised(log_as), 1, generator=g)[0]
         x = mean[anc] + torch.sqrt(var[anc]) * normal(particles, Q)
         x[-1] = reference[t]
