@@ -125,7 +125,8 @@ def cross_moment(kernel: Kernel, Z: Tensor, mu: Tensor, S: Tensor, coef: Tensor,
     if type(kernel) is SquaredExponential:
         ell2 = kernel.value("lengthscale").expand(Z.shape[1]) ** 2
         w = coef * S / (ell2 + S)  # [B, Q]
-        return Z * (psi1.mT @ w) - psi1.mT @ (mu * w)
+        centre = Z.detach().mean(0)  # z − μ is translation invariant: limits cancellation
+        return (Z - centre) * (psi1.mT @ w) - psi1.mT @ ((mu - centre) * w)
     if type(kernel) is Linear:
         v = kernel.value("variance").expand(Z.shape[1])
         return Z * v * (coef * S).sum(0)
