@@ -5,14 +5,14 @@
 Each rank loads only its shard of kin40k (10,000 training points, 8 inputs; from
 DIR/kin40k, by default ../shared/data next to the repository; synthetic data of the same
 shape if it is absent). SGPR all-reduces its sufficient statistics, so every rank sees the
-objective and gradient of all the data and L-BFGS runs in lock-step. gloo on CPU, NCCL when
-every rank has a GPU. Also runs as a plain single process (python examples/distributed_sgpr.py).
+objective and gradient of all the data and L-BFGS runs in lock-step. NCCL when every rank
+has a GPU of its own, gloo when ranks share GPUs or have none (`sg.distributed.
+init_from_environment`). Also runs as a plain single process (python examples/distributed_sgpr.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import time
 from pathlib import Path
@@ -52,12 +52,8 @@ def main() -> None:
 
     distributed = "RANK" in os.environ
     device = torch.device("cpu")
-    if distributed:
-        use_cuda = torch.cuda.is_available()
-        torch.distributed.init_process_group("nccl" if use_cuda else "gloo",
-                                             timeout=datetime.timedelta(minutes=5))
-        if use_cuda:
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    if distributed:  # NCCL with a GPU per rank, gloo when ranks share GPUs or have none
+        device = sg.distributed.init_from_environment(timeout=300.0)
     rank = torch.distributed.get_rank() if distributed else 0
     world = torch.distributed.get_world_size() if distributed else 1
 

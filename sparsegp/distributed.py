@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import datetime
+import os
 from collections.abc import Sequence
 
 import torch
@@ -49,6 +51,47 @@ class DistributedError(RuntimeError):
         >>> fit_shard(sg.SGPR(X, y, inducing_points=10), maxiter=5).iterations  # one process
         5
     """
+
+
+def backend_and_device(local_rank: int, local_world_size: int, gpus: int) -> tuple[str, str]:
+    """The process-group backend and this rank's device for `local_world_size` ranks on a
+    machine with `gpus` GPUs: NCCL with a GPU of its own per rank when there are enough;
+    gloo with the GPUs shared round-robin when there are fewer (NCCL refuses two ranks on one
+    GPU; gloo reduces and broadcasts CUDA tensors, which is all sparsegp needs); gloo on the
+    CPU without GPUs. Shapes: none (ints in, ('nccl' | 'gloo', 'cuda:i' | 'cpu') out).
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> sg.distributed.backend_and_device(1, 2, gpus=1)  # two ranks, one GPU
+        ('gloo', 'cuda:0')
+    """
+    for name, value in (("local_rank", local_rank), ("local_world_size", local_world_size),
+                        ("gpus", gpus)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
+    if not 0 <= local_rank < max(local_world_size, 1):
+        raise ValueError(f"local_rank must lie in [0, {local_world_size}); got {local_rank}")
+    if gpus == 0:
+        return "gloo", "cpu"
+    if gpus >= local_world_size:
+        return "nccl", f"cuda:{local_rank}"
+    return "gloo", f"cuda:{local_rank % gpus}"
+
+
+def init_from_environment(timeout: float = 300.0) -> torch.device:
+    """Initialise the process group of a `torchrun` launch (RANK, WORLD_SIZE, LOCAL_RANK,
+    LOCAL_WORLD_SIZE in the environment) with `backend_and_device`'s choice for this machine's
+    GPUs, make the chosen GPU current, and return this rank's device. Any number of ranks
+    on any number of GPUs, none included."""
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend, device = backend_and_device(local_rank, local_world, gpus)
+    if device != "cpu":
+        torch.cuda.set_device(torch.device(device))
+    torch.distributed.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    return torch.device(device)
 
 
 def is_distributed() -> bool:

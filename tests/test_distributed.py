@@ -135,3 +135,21 @@ def test_blocks_means_and_group_noise_sharded_give_one_process_results(tmp_path)
     for r in runs:
         assert r.returncode == 4, r.stderr
         assert "label 0 is on ranks 0 and 1" in r.stdout and "shard the data by block" in r.stdout
+
+
+@pytest.mark.parametrize("local_rank, ranks, gpus, expected", [
+    (0, 2, 0, ("gloo", "cpu")),          # no GPU: gloo on the CPU
+    (1, 2, 1, ("gloo", "cuda:0")),       # two ranks share one GPU: NCCL would refuse
+    (1, 2, 2, ("nccl", "cuda:1")),       # a GPU per rank
+    (0, 1, 4, ("nccl", "cuda:0")),       # one rank, several GPUs
+    (2, 3, 2, ("gloo", "cuda:0")),       # three ranks on two GPUs, round-robin
+])
+def test_backend_and_device_for_any_number_of_ranks_and_gpus(local_rank, ranks, gpus, expected):
+    assert sg.distributed.backend_and_device(local_rank, ranks, gpus) == expected
+
+
+def test_backend_and_device_refuses_impossible_ranks():
+    with pytest.raises(ValueError, match=r"local_rank must lie in \[0, 2\)"):
+        sg.distributed.backend_and_device(2, 2, 1)
+    with pytest.raises(ValueError, match="gpus must be a non-negative integer"):
+        sg.distributed.backend_and_device(0, 2, -1)
