@@ -32,6 +32,7 @@ from .base import Kernel, kernel_from_config
 from .stationary import (
     RadialKernel,
     SquaredExponential,
+    half_distance_sums,
     scaled_squared_distance,
     squared_exponential_exp,
 )
@@ -316,9 +317,8 @@ class _SquaredExponentialDiagonal(torch.autograd.Function):
                 H = K.mul_(g * w[None, :, :, None] * w[None, :, None, :])
             H = H.view(n * G, S, S)
             Xs = (A - A.mean(-2, keepdim=True)) / ells  # squared_exponential_exp's centring
-            r = H.sum(-1)
-            g_ell += 2.0 * ((r[..., None] * Xs * Xs).sum((0, 1)) - (Xs * (H @ Xs)).sum((0, 1)))
-            g_var += r.sum()
+            g_ell += 2.0 * half_distance_sums(H, Xs, Xs)
+            g_var += H.sum()
         g_ell = g_ell / ells
         return (None, None, None, None, g_ell.sum() if ell.dim() == 0 else g_ell, g_var / var,
                 gw)

@@ -47,9 +47,15 @@ def radial_gram_gradients(kernel: RadialKernel, r2: Tensor, G: Tensor, X_rows: T
     and no per-dimension R×N matrix. Needs the kernel's `profile_derivative`."""
     gvariance = (G * kernel.profile(r2)).sum()
     H = cast(Tensor, kernel.profile_derivative(r2)).mul_(G).mul_(variance)
-    per_dim = (X_rows * X_rows * H.sum(-1, keepdim=True) - X_rows * (H @ X_all))
-    per_dim = per_dim.reshape(-1, X_rows.shape[-1]).sum(0)
-    return -4.0 * per_dim / ell**3, gvariance
+    return -4.0 * half_distance_sums(H, X_rows, X_all) / ell**3, gvariance
+
+
+def half_distance_sums(H: Tensor, X_rows: Tensor, X_all: Tensor) -> Tensor:
+    """Σ_i (x_id² (H1)_i − x_id (H x_d)_i) per dimension d [D], summed over any batch: for a
+    symmetric H split into blocks of rows, ½ Σ_ij H_ij (x_id − x_jd)² (H [..., R, N], X_rows
+    [..., R, D] those rows, X_all [..., N, D])."""
+    per_dim = X_rows * X_rows * H.sum(-1, keepdim=True) - X_rows * (H @ X_all)
+    return per_dim.reshape(-1, X_rows.shape[-1]).sum(0)
 
 
 def se_augmented(Xs: Tensor, log_variance: Tensor | None = None) -> Tensor:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import conditionals
 from ..kernels.base import Kernel
 from ..linalg import LOG_2PI
 from ..threads import threads_for
@@ -51,12 +52,17 @@ class Emission(NamedTuple):
         return -0.5 * ((r * r) / self.R + torch.log(self.R) + LOG_2PI).sum(-1)
 
 
+def _whitened(kernel: Kernel, Z: Tensor, L: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+    """a(x) = L⁻¹k(Z, x) [M, N] and the residual k(x, x) − ‖a(x)‖² [N] of p(f | u)."""
+    a = conditionals.whiten(L, kernel.K(Z, x))
+    return a, conditionals.nystrom_residual(a, kernel.K_diag(x))
+
+
 def transition(kernel: Kernel, Z: Tensor, L: Tensor, v: Tensor, q: Tensor) -> Transition:
     """x -> (mean a(x)ᵀv [N, Q], variance k(x, x) − ‖a(x)‖² + q [N, Q]) for states x [N, Q]."""
 
     def step(x: Tensor) -> tuple[Tensor, Tensor]:
-        a = torch.linalg.solve_triangular(L, kernel.K(Z, x), upper=False)  # [M, N]
-        resid = (kernel.K_diag(x) - (a * a).sum(0)).clamp_min(0.0)
+        a, resid = _whitened(kernel, Z, L, x)
         return a.mT @ v, resid[:, None] + q
 
     return step
@@ -112,8 +118,7 @@ def v_conditional(kernel: Kernel, Z: Tensor, L: Tensor, states: Tensor, q: Tenso
     """p(v | x) per state dimension j (module docstring): the means [M, Q] and the lower
     Cholesky factors [Q, M, M] of the precisions P_j."""
     x_prev, x_next = states[:-1], states[1:]
-    a = torch.linalg.solve_triangular(L, kernel.K(Z, x_prev), upper=False)  # [M, T − 1]
-    resid = (kernel.K_diag(x_prev) - (a * a).sum(0)).clamp_min(0.0)
+    a, resid = _whitened(kernel, Z, L, x_prev)  # [M, T − 1], [T − 1]
     eye = torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
     means, roots = [], []
     for j in range(states.shape[1]):
@@ -170,9 +175,8 @@ def predict_transition(samples: GibbsSamples, kernel: Kernel, Z: Tensor, L: Tens
                        ) -> tuple[Tensor, Tensor]:
     """Mean and variance [N*, Q] of f(X) over the samples: the spread of a(X)ᵀv_s plus the
     residual of p(f | u) (the law of total variance)."""
-    a = torch.linalg.solve_triangular(L, kernel.K(Z, X), upper=False)  # [M, N*]
+    a, resid = _whitened(kernel, Z, L, X)  # [M, N*], [N*]
     f = torch.einsum("mn,smq->snq", a, samples.v)
-    resid = (kernel.K_diag(X) - (a * a).sum(0)).clamp_min(0.0)
     return f.mean(0), f.var(0, unbiased=False) + resid[:, None]
 
 
