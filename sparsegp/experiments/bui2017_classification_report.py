@@ -30,9 +30,7 @@ TITLES = {"error_rate": "test error rate", "nll": "test NLL"}
 def _description(cfg: ClassificationConfig, done: int, total: int) -> str:
     f = cfg.fit
     batches = (f"minibatches of {f.batch_size} points" if f.batch_size else
-               "one batch of all training points (minibatches of sites gave hyperparameter "
-               "steps that lowered the full energy: the minibatch energy builds q(u) from the "
-               "batch's sites alone)")
+               "one batch of all training points")
     return (
         f"Data sets {list(cfg.datasets)} (DATA_DIR/classification), {cfg.splits} seeded random "
         f"stratified {1 - TEST_FRACTION:.0%}/{TEST_FRACTION:.0%} train/test splits each, inputs "
@@ -40,7 +38,8 @@ def _description(cfg: ClassificationConfig, done: int, total: int) -> str:
         f"distinct training inputs); SE-ARD kernel, probit likelihood. PEP α and EP (α = 1) are "
         f"SGPC's stochastic Power-EP schedule (paper §3.9): {f.epochs} epochs of {batches}; per "
         f"batch {f.sweeps} damped parallel sweeps of its sites, then an Adam step (lr {f.lr:g}) on "
-        f"its energy scaled by N/|batch| for the kernel hyperparameters and inducing inputs, "
+        f"the energy (its unbiased estimate from the batch) for the kernel hyperparameters and "
+        f"inducing inputs, "
         f"without waiting for the sites to converge (they are swept to convergence at the "
         f"end). VFE, the α → 0 limit, is SVGP (Hensman et al. "
         f"2015) with the same batches, epochs and Adam step size, plus natural-gradient "

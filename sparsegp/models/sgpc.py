@@ -35,8 +35,8 @@ class SGPC(InducingMixin, Model):
     Each data point has a Gaussian site on h_n = w_nᵀu; `fit()` alternates damped parallel
     site sweeps with L-BFGS-B on the hyperparameters and inducing variables (sites fixed), or
     with `schedule="stochastic"` updates minibatches of sites and takes Adam steps on the
-    minibatch energy scaled by N/|batch|. Updates that would make a site precision negative
-    (or whose cavity is invalid) are skipped and counted in `fit().info`.
+    energy's unbiased minibatch estimate (`minibatch_energy`). Updates that would make a site
+    precision negative (or whose cavity is invalid) are skipped and counted in `fit().info`.
     Shapes: X [N, D], y [N] -> `predict_proba(Xnew [N*, D])` P(`y*` = 1) `[N*]`, `predict` labels
     `[N*]` (numpy, in the training labels' convention).
 
@@ -127,12 +127,19 @@ class SGPC(InducingMixin, Model):
     def _objective(self) -> Tensor:
         return self.minibatch_energy(None)
 
-    def minibatch_energy(self, idx: Tensor | None, scale: float = 1.0) -> Tensor:
-        """The Power-EP energy of the sites `idx` (all if None), sums scaled by `scale`."""
-        X, y, tau, nu = ((self.X, self.y, self.tau, self.nu) if idx is None else
-                         (self.X[idx], self.y[idx], self.tau[idx], self.nu[idx]))
-        return pep.energy(self.kernel, self.feature, X, y, self.likelihood, tau, nu, self._alpha,
-                          self.jitter, self._chunk(), scale=scale, prior_mean=self.prior_mean())
+    def minibatch_energy(self, idx: Tensor | None, statistics_idx: Tensor | None = None
+                         ) -> Tensor:
+        """The Power-EP energy (`idx` None), or its unbiased estimate: q(u) from all the sites,
+        the local terms of the sites `idx` and the sums' gradient from the sites
+        `statistics_idx` (drawn independently of `idx`), each scaled by N/|batch|; see
+        `objectives.pep_classification.energy`."""
+        if (idx is None) != (statistics_idx is None):
+            raise ValueError("give both idx and statistics_idx (independent batches of sites) "
+                             "or neither")
+        batch = None if idx is None or statistics_idx is None else (idx, statistics_idx)
+        return pep.energy(self.kernel, self.feature, self.X, self.y, self.likelihood, self.tau,
+                          self.nu, self._alpha, self.jitter, self._chunk(), batch=batch,
+                          prior_mean=self.prior_mean())
 
     def log_marginal_likelihood(self) -> float:
         """The Power-EP energy: an approximation to log p(y) at the current sites."""

@@ -41,8 +41,8 @@ def _whitened(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor) -> tuple[T
 
 
 def site_statistics(kernel: Kernel, feature: object, X: Tensor, L: Tensor, tau: Tensor,
-                    nu: Tensor, chunk_size: int, scale: float = 1.0) -> Statistics:
-    """A = s Σ τ_n a_n a_nᵀ and c = s Σ ν_n a_n (s = `scale`, N/|batch| for a minibatch)."""
+                    nu: Tensor, chunk_size: int) -> Statistics:
+    """A = Σ τ_n a_n a_nᵀ and c = Σ ν_n a_n."""
     M = L.shape[0]
     A, c = L.new_zeros(M, M), L.new_zeros(M)
     for sl in chunk_slices(X.shape[0], chunk_size):
@@ -50,7 +50,7 @@ def site_statistics(kernel: Kernel, feature: object, X: Tensor, L: Tensor, tau: 
         A = A + (a * tau[sl]) @ a.mT
         c = c + a @ nu[sl]
     zero = L.new_zeros(())
-    return Statistics(scale * A, scale * c, zero, zero, zero, zero, X.shape[0])
+    return Statistics(A, c, zero, zero, zero, zero, X.shape[0])
 
 
 def marginals(kernel: Kernel, feature: object, X: Tensor, L: Tensor, q: WhitenedGaussian,
@@ -89,18 +89,39 @@ def log_site_expectation(mu_c: Tensor, s_c: Tensor, tau: Tensor, nu: Tensor, alp
 
 def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Likelihood,
            tau: Tensor, nu: Tensor, alpha: float, jitter: float, chunk_size: int,
-           scale: float = 1.0, prior_mean: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+           batch: tuple[Tensor, Tensor] | None = None,
+           prior_mean: Callable[[Tensor], Tensor] | None = None) -> Tensor:
     """The Power-EP energy (approximate log evidence) with the sites held fixed:
 
     F = ½ log|V| − ½ log|Kuu| + ½ mᵀV⁻¹m + (1/α) Σ_n [log Z̃_n − log E_{N(μ_c, s_c)} t_n^α]
       = −½ log|B| + ½ eᵀe + (1/α) Σ_n […]   (whitened, B = I + A, e = L_B⁻¹c).
 
-    `scale` multiplies every sum over points (N/|batch| on a minibatch of sites). With a
-    `prior_mean` m the likelihood sees f_n = m(x_n) + h_n: the tilted moments are taken at
-    the cavity mean shifted by m(x_n).
+    With `batch` = (rows b, rows b′) of the N sites it is an unbiased estimate of F and of its
+    gradient (the stochastic schedule, Bui et al. 2017 §3.9). q(u) is all the sites'
+    posterior: A and c have the value of the full sums, and their gradient is estimated from
+    b′, A = A_all + (N/|b′|)(A_b′ − A_b′) with only A_b′ carrying a gradient; the local terms
+    are b's, scaled by N/|b|. Drawn independently, b and b′ keep the gradient unbiased (the
+    local terms' gradient through q(u) multiplies the sums' gradient: with b′ = b the product
+    of two estimates from one batch is biased). Averaged over all pairs of batches of a
+    partition of the sites into equal batches, the estimates and their gradients are F and
+    ∇F exactly. With a `prior_mean` m the likelihood sees f_n = m(x_n) + h_n: the tilted
+    moments are taken at the cavity mean shifted by m(x_n).
     """
     L, _ = cov.Kuu_cholesky(feature, kernel, jitter)
-    stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size, scale)
+    scale = 1.0
+    if batch is None:
+        stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size)
+    else:
+        with torch.no_grad():  # the full sums' value: O(N M²) work, O(chunk·M + M²) memory
+            stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size)
+        local_rows, sum_rows = batch
+        part = site_statistics(kernel, feature, X[sum_rows], L, tau[sum_rows], nu[sum_rows],
+                               chunk_size)
+        s_sum = X.shape[0] / sum_rows.shape[0]
+        stats = stats._replace(A=stats.A + s_sum * (part.A - part.A.detach()),
+                               c=stats.c + s_sum * (part.c - part.c.detach()))
+        scale = X.shape[0] / local_rows.shape[0]
+        X, y, tau, nu = X[local_rows], y[local_rows], tau[local_rows], nu[local_rows]
     s = solve(stats)
     m = marginals(kernel, feature, X, L, conditionals.from_precision(s.L_B, s.e), chunk_size,
                   prior_mean)

@@ -3,8 +3,8 @@
 Damped parallel site sweeps (`site_sweeps`), and the two ways of alternating them with the
 hyperparameters: the full schedule (sweeps to convergence, then L-BFGS-B on the energy with
 the sites fixed, repeated) and the stochastic one (minibatches of sites, Adam steps on the
-minibatch energy scaled by N/|batch|). They work on any model that offers the sites (`tau`,
-`nu` buffers), `site_marginals(idx)`, `minibatch_energy(idx, scale)` and the usual
+energy's unbiased estimate from the minibatch). They work on any model that offers the sites
+(`tau`, `nu` buffers), `site_marginals(idx)`, `minibatch_energy(idx, statistics_idx)` and the usual
 `training_loss()` / `log_marginal_likelihood()`.
 """
 
@@ -113,7 +113,9 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
 def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: int,
                    seed: int, progress: bool | None) -> FitResult:
     """`epochs` passes over minibatches of `batch_size` sites: a few sweeps of the batch's
-    sites, then an Adam step (`lr`) on its energy scaled by N/|batch| (Bui et al. 2017, §3.9)."""
+    sites, then an Adam step (`lr`) on the energy estimated from the batch (Bui et al. 2017,
+    §3.9; `minibatch_energy`: q(u) of all the sites, the batch's local terms and an
+    independent batch's share of the sums' gradient, scaled by N/|batch|)."""
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
@@ -126,13 +128,14 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     try:
         for _ in range(epochs):
             order = torch.randperm(N, generator=g).to(model.device)
+            other = torch.randperm(N, generator=g).to(model.device)  # the sums' batches
             for sl in chunk_slices(N, B):
                 idx = order[sl]
                 snapshot = Snapshot(model)
                 try:
                     _add(counts, site_sweeps(model, sweeps, batch=idx))
                     opt.zero_grad()
-                    F = model.minibatch_energy(idx, N / idx.shape[0])
+                    F = model.minibatch_energy(idx, other[sl])
                     (-(F + model.log_prior())).backward()
                     opt.step()
                 except (KeyboardInterrupt, CholeskyError):
