@@ -25,7 +25,7 @@ built q(u) from the batch's sites alone (scaled by N/|batch|) and its Adam steps
 below the full-batch energy (pima, PEP 0.5, M = 20, 150 epochs of batches of 50: −308 against
 −294.6). Since the eighth stop the minibatch energy is unbiased (q(u) of all the sites) and
 batches of 50 reach −294.7 there: `Stochastic.batch_size` now gives the paper's
-minibatch protocol, at the cost of one O(N M²) pass over all the sites per step.
+minibatch protocol.
 """
 
 from __future__ import annotations

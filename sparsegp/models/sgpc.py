@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -127,11 +128,13 @@ class SGPC(InducingMixin, Model):
     def _objective(self) -> Tensor:
         return self.minibatch_energy(None)
 
-    def minibatch_energy(self, idx: Tensor | None, statistics_idx: Tensor | None = None
+    def minibatch_energy(self, idx: Tensor | None, statistics_idx: Tensor | None = None,
+                         totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
                          ) -> Tensor:
         """The Power-EP energy (`idx` None), or its unbiased estimate: q(u) from all the sites,
         the local terms of the sites `idx` and the sums' gradient from the sites
-        `statistics_idx` (drawn independently of `idx`), each scaled by N/|batch|; see
+        `statistics_idx` (drawn independently of `idx`), each scaled by N/|batch|; `totals`
+        (the stochastic schedule's running sums) saves the pass over all the sites. See
         `objectives.pep_classification.energy`."""
         if (idx is None) != (statistics_idx is None):
             raise ValueError("give both idx and statistics_idx (independent batches of sites) "
@@ -139,7 +142,7 @@ class SGPC(InducingMixin, Model):
         batch = None if idx is None or statistics_idx is None else (idx, statistics_idx)
         return pep.energy(self.kernel, self.feature, self.X, self.y, self.likelihood, self.tau,
                           self.nu, self._alpha, self.jitter, self._chunk(), batch=batch,
-                          prior_mean=self.prior_mean())
+                          prior_mean=self.prior_mean(), totals=totals)
 
     def log_marginal_likelihood(self) -> float:
         """The Power-EP energy: an approximation to log p(y) at the current sites."""
@@ -154,9 +157,16 @@ class SGPC(InducingMixin, Model):
                                     self._chunk())
         return L, used, q_from_statistics(stats)
 
-    def site_marginals(self, idx: Tensor | None = None) -> pep.Marginals:
-        """Marginals of h_n at the rows `idx` (all if None) under the current sites."""
-        L, _, q = self._site_q()
+    def site_marginals(self, idx: Tensor | None = None,
+                       totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
+                       ) -> pep.Marginals:
+        """Marginals of h_n at the rows `idx` (all if None) under the current sites; `totals`
+        (L ↦ the sums (A, c)) replaces the pass over all the sites that computes them."""
+        if totals is None:
+            L, _, q = self._site_q()
+        else:
+            L, _ = cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)
+            q = q_from_statistics(pep.sums(*totals(L), self.num_data))
         X = self.X if idx is None else self.X[idx]
         return pep.marginals(self.kernel, self.feature, X, L, q, self._chunk(), self.prior_mean())
 
@@ -172,12 +182,15 @@ class SGPC(InducingMixin, Model):
     def fit(self, maxiter: int = 20, tol: float = 1e-6, progress: bool | None = None,  # type: ignore[override]
             callback: Any = None, *, schedule: str = "full", inner_maxiter: int = 50,
             max_sweeps: int = 200, batch_size: int = 256, epochs: int = 50, lr: float = 0.01,
-            sweeps_per_batch: int = 2, seed: int = 0) -> FitResult:
+            sweeps_per_batch: int = 2, seed: int = 0, refresh_every: int | None = None
+            ) -> FitResult:
         """Alternate site updates and hyperparameter steps; see the class docstring.
 
         Full schedule: up to `maxiter` rounds of (sweeps to convergence, then L-BFGS-B for
         `inner_maxiter` iterations), until the energy changes by less than `tol`·(1 + |F|).
-        Stochastic schedule: `epochs` passes over minibatches of `batch_size` sites.
+        Stochastic schedule: `epochs` passes over minibatches of `batch_size` sites; q(u)'s
+        sums over all the sites are kept running and recomputed every `refresh_every` steps
+        (default: as often as the steps' own cost allows, at most every 10 steps).
         Ctrl-C stops either at the last accepted state; the result says it was interrupted.
         """
         self._require_data()
@@ -188,7 +201,7 @@ class SGPC(InducingMixin, Model):
         if schedule == "stochastic":
             with threads_for(self.evaluation_work()):
                 return schedules.fit_stochastic(self, batch_size, epochs, lr, sweeps_per_batch,
-                                                seed, progress)
+                                                seed, progress, refresh_every)
         raise ValueError(f"schedule must be 'full' or 'stochastic'; got {schedule!r}")
 
     # -- persistence ----------------------------------------------------------------------

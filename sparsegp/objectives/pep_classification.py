@@ -49,8 +49,13 @@ def site_statistics(kernel: Kernel, feature: object, X: Tensor, L: Tensor, tau: 
         a, _ = _whitened(kernel, feature, X[sl], L)
         A = A + (a * tau[sl]) @ a.mT
         c = c + a @ nu[sl]
-    zero = L.new_zeros(())
-    return Statistics(A, c, zero, zero, zero, zero, X.shape[0])
+    return sums(A, c, X.shape[0])
+
+
+def sums(A: Tensor, c: Tensor, n: int) -> Statistics:
+    """The statistics of n sites with sums A = Σ τ_n a_n a_nᵀ and c = Σ ν_n a_n."""
+    zero = A.new_zeros(())
+    return Statistics(A, c, zero, zero, zero, zero, n)
 
 
 def marginals(kernel: Kernel, feature: object, X: Tensor, L: Tensor, q: WhitenedGaussian,
@@ -90,7 +95,8 @@ def log_site_expectation(mu_c: Tensor, s_c: Tensor, tau: Tensor, nu: Tensor, alp
 def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Likelihood,
            tau: Tensor, nu: Tensor, alpha: float, jitter: float, chunk_size: int,
            batch: tuple[Tensor, Tensor] | None = None,
-           prior_mean: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+           prior_mean: Callable[[Tensor], Tensor] | None = None,
+           totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None) -> Tensor:
     """The Power-EP energy (approximate log evidence) with the sites held fixed:
 
     F = ½ log|V| − ½ log|Kuu| + ½ mᵀV⁻¹m + (1/α) Σ_n [log Z̃_n − log E_{N(μ_c, s_c)} t_n^α]
@@ -104,16 +110,21 @@ def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Li
     local terms' gradient through q(u) multiplies the sums' gradient: with b′ = b the product
     of two estimates from one batch is biased). Averaged over all pairs of batches of a
     partition of the sites into equal batches, the estimates and their gradients are F and
-    ∇F exactly. With a `prior_mean` m the likelihood sees f_n = m(x_n) + h_n: the tilted
-    moments are taken at the cavity mean shifted by m(x_n).
+    ∇F exactly. `totals(L)` may supply that value of (A, c) instead of a pass over all the
+    sites (the stochastic schedule's running sums). With a `prior_mean` m the likelihood
+    sees f_n = m(x_n) + h_n: the tilted moments are taken at the cavity mean shifted by
+    m(x_n).
     """
     L, _ = cov.Kuu_cholesky(feature, kernel, jitter)
     scale = 1.0
     if batch is None:
         stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size)
-    else:
+    elif totals is None:
         with torch.no_grad():  # the full sums' value: O(N M²) work, O(chunk·M + M²) memory
             stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size)
+    else:
+        stats = sums(*totals(L), X.shape[0])
+    if batch is not None:
         local_rows, sum_rows = batch
         part = site_statistics(kernel, feature, X[sum_rows], L, tau[sum_rows], nu[sum_rows],
                                chunk_size)

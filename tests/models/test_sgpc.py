@@ -90,54 +90,6 @@ def test_minus_one_plus_one_labels_and_the_stochastic_schedule():
     assert np.mean(clf.predict(X) == 2 * y - 1) > 0.7
 
 
-def test_minibatch_energies_average_to_the_energy_and_its_gradient():
-    """Over all pairs of batches of a partition of the sites into equal batches the estimates
-    (values and gradients) average to the full energy's exactly: q(u) is all the sites'
-    posterior; the local terms come from one batch, the sums' gradient from the other. A
-    q(u) of the batch's sites alone, scaled by N/|batch|, fails this (the energy is not
-    linear in the sites' statistics), and so does one batch for both (the gradient is then
-    biased: checked below)."""
-    X, y = banana(60, 4)
-    clf = sg.SGPC(X, y, inducing_points=7, alpha=0.5, mean=sg.means.Constant(0.3))
-    clf.update_sites(max_sweeps=3)  # sites away from their fixed point: nothing cancels
-    params = [p for p in clf.parameters() if p.requires_grad]
-    full = clf.minibatch_energy(None)
-    g_full = torch.autograd.grad(full, params)
-    order = torch.randperm(60, generator=torch.Generator().manual_seed(0))
-    batches = order.split(15)
-
-    def average(pairs):
-        values, grads = [], []
-        for idx, other in pairs:
-            F = clf.minibatch_energy(idx, other)
-            values.append(F.detach())
-            grads.append(torch.autograd.grad(F, params))
-        return torch.stack(values), [torch.stack(g).mean(0) for g in zip(*grads)]
-
-    values, grads = average([(b, c) for b in batches for c in batches])
-    assert float(values.std()) > 1.0  # the batches' estimates do differ
-    torch.testing.assert_close(values.mean(), full.detach(), rtol=1e-12, atol=0)
-    for g, want in zip(grads, g_full):
-        torch.testing.assert_close(g, want, rtol=1e-10, atol=1e-12)
-    _, same = average([(b, b) for b in batches])
-    assert max(float((g - want).abs().max()) for g, want in zip(same, g_full)) > 1e-3
-    with pytest.raises(ValueError, match="statistics_idx"):
-        clf.minibatch_energy(batches[0])
-
-
-def test_small_minibatches_reach_the_full_schedules_energy():
-    """Batches of 20 of 400 sites: Adam on the unbiased estimate ends within 2 nats of the
-    full schedule's converged energy (measured: 0.4–1.1 nats over seeds; a q(u) from the
-    batch's sites alone ended 3.9–5.1 nats below it)."""
-    X, y = banana(400, 3)
-    full = sg.SGPC(X, y, inducing_points=15, alpha=0.5)
-    full.fit()
-    clf = sg.SGPC(X, y, inducing_points=15, alpha=0.5)
-    res = clf.fit(schedule="stochastic", epochs=12, batch_size=20, lr=0.05, progress=False)
-    assert res.info["steps"] == 12 * 20
-    assert clf.log_marginal_likelihood() > full.log_marginal_likelihood() - 2.0
-
-
 class _Broken(sg.likelihoods.Bernoulli):
     """Tilted moments with a positive second derivative for every third point."""
 
