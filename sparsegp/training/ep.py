@@ -3,9 +3,10 @@
 Damped parallel site sweeps (`site_sweeps`), and the two ways of alternating them with the
 hyperparameters: the full schedule (sweeps to convergence, then L-BFGS-B on the energy with
 the sites fixed, repeated) and the stochastic one (minibatches of sites, Adam steps on the
-energy's unbiased estimate from the minibatch). They work on any model that offers the sites
-(`tau`, `nu` buffers), `site_marginals(idx)`, `minibatch_energy(idx, statistics_idx)` and the usual
-`training_loss()` / `log_marginal_likelihood()`.
+energy's unbiased estimate from the minibatch, q(u) from running sums of the sites). They
+work on any model that offers the sites (`tau`, `nu` buffers), `site_marginals(idx, totals)`,
+`minibatch_energy(idx, statistics_idx, totals)` and the usual `training_loss()` /
+`log_marginal_likelihood()`.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ MAX_REFRESH_STEPS = 10
 def refresh_steps(N: int, B: int) -> int:
     """Steps between refreshes of the running sums by default: a refresh (a pass over the N
     sites) costs about as much as the ⌈N/(4B)⌉ steps it serves (each ~4 passes over a batch
-    of B), and at most `MAX_REFRESH_STEPS` steps, so that the kernel columns k₀ in the sums
+    of B), and at most `MAX_REFRESH_STEPS` steps, so that the sites' weights w_n in the sums
     are never many Adam steps old. (Measured on 400 banana points, batches of 20, Adam lr
     0.05, 12 epochs, three seeds: refreshing every 1, 2 or 5 steps ends within 0.25 nats of
     each other, once an epoch — every 20 steps — 0.35–1.9 nats lower.)"""
