@@ -147,7 +147,7 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     g = torch.Generator().manual_seed(seed)
     N, B = model.num_data, min(batch_size, model.num_data)
     every = refresh_steps(N, B) if refresh_every is None else refresh_every
-    if not (isinstance(every, int) and every >= 1):
+    if isinstance(every, bool) or not (isinstance(every, int) and every >= 1):
         raise ValueError(f"refresh_every must be a positive integer; got {refresh_every!r}")
     counts = {"sweeps": 0, "skipped_updates": 0, "steps": 0}
     history: list[float] = []

@@ -132,5 +132,6 @@ def test_refresh_interval():
     assert refresh_steps(400, 20) == 5 and refresh_steps(100, 100) == 1
     assert refresh_steps(10**6, 100) == 10
     X, y = banana(60, 1)
-    with pytest.raises(ValueError, match="refresh_every"):
-        sg.SGPC(X, y, inducing_points=5).fit(schedule="stochastic", refresh_every=0)
+    for bad in (0, True, 2.5):
+        with pytest.raises(ValueError, match="refresh_every"):
+            sg.SGPC(X, y, inducing_points=5).fit(schedule="stochastic", refresh_every=bad)
