@@ -57,7 +57,8 @@ def test_sgpc_sweeps_run_on_one_thread_and_large_work_keeps_the_setting(two_thre
     seen = []
     real = clf.site_marginals
     monkeypatch.setattr(clf, "site_marginals",
-                        lambda idx=None: seen.append(torch.get_num_threads()) or real(idx))
+                        lambda idx=None, totals=None: seen.append(torch.get_num_threads())
+                        or real(idx, totals))
     clf.update_sites(max_sweeps=2)
     assert set(seen) == {1}
     seen.clear()

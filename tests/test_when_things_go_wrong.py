@@ -197,7 +197,7 @@ def test_ctrl_c_in_power_ep_classification_keeps_a_usable_model(monkeypatch):
     X, y = make_problem(4, N=60)
     clf = sg.SGPC(X, (y > np.median(y)).astype(float), inducing_points=6)
     monkeypatch.setattr(type(clf), "site_marginals",
-                        lambda self, idx=None: (_ for _ in ()).throw(KeyboardInterrupt()))
+                        lambda self, idx=None, totals=None: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.warns(RuntimeWarning, match="interrupted"):
         result = clf.fit(progress=False)
     monkeypatch.undo()
