@@ -150,11 +150,14 @@ class SGPC(InducingMixin, Model):
         with torch.no_grad():
             return float(self._objective())
 
-    def _site_q(self) -> tuple[Tensor, float, Any]:
-        """L = chol(Kuu), the jitter used, and the sites' whitened q(v) (MATH.md §5)."""
+    def _site_q(self, totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
+                ) -> tuple[Tensor, float, Any]:
+        """L = chol(Kuu), the jitter used, and the sites' whitened q(v) (MATH.md §5), from a
+        pass over all the sites or from `totals` (L ↦ their sums (A, c))."""
         L, used = cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)
-        stats = pep.site_statistics(self.kernel, self.feature, self.X, L, self.tau, self.nu,
-                                    self._chunk())
+        stats = (pep.site_statistics(self.kernel, self.feature, self.X, L, self.tau, self.nu,
+                                     self._chunk()) if totals is None
+                 else pep.sums(*totals(L), self.num_data))
         return L, used, q_from_statistics(stats)
 
     def site_marginals(self, idx: Tensor | None = None,
@@ -162,11 +165,7 @@ class SGPC(InducingMixin, Model):
                        ) -> pep.Marginals:
         """Marginals of h_n at the rows `idx` (all if None) under the current sites; `totals`
         (L ↦ the sums (A, c)) replaces the pass over all the sites that computes them."""
-        if totals is None:
-            L, _, q = self._site_q()
-        else:
-            L, _ = cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)
-            q = q_from_statistics(pep.sums(*totals(L), self.num_data))
+        L, _, q = self._site_q(totals)
         X = self.X if idx is None else self.X[idx]
         return pep.marginals(self.kernel, self.feature, X, L, q, self._chunk(), self.prior_mean())
 

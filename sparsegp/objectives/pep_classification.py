@@ -119,12 +119,12 @@ def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Li
     scale = 1.0
     if batch is None:
         stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size)
-    elif totals is None:
-        with torch.no_grad():  # the full sums' value: O(N M²) work, O(chunk·M + M²) memory
-            stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size)
     else:
-        stats = sums(*totals(L), X.shape[0])
-    if batch is not None:
+        if totals is None:
+            with torch.no_grad():  # the full sums' value: O(N M²) work, O(chunk·M + M²) memory
+                stats = site_statistics(kernel, feature, X, L, tau, nu, chunk_size)
+        else:
+            stats = sums(*totals(L), X.shape[0])
         local_rows, sum_rows = batch
         part = site_statistics(kernel, feature, X[sum_rows], L, tau[sum_rows], nu[sum_rows],
                                chunk_size)
