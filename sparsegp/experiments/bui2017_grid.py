@@ -31,7 +31,8 @@ UCI = ("bostonHousing", "concrete", "energy", "kin8nm", "naval-propulsion-plant"
 @dataclass(frozen=True)
 class Method:
     """One approximation: `SGPR(..., approximation=approximation, alpha=alpha, **options,
-    **data_options(X, Z, seed))`. `power` places it on the α axis of the figures (VFE 0)."""
+    **data_options(X, Z, seed))`. `power` places it on the α axis of the figures (VFE 0) and
+    colours it; `line` and `marker` tell apart methods of about the same power."""
 
     name: str
     approximation: str
@@ -39,6 +40,9 @@ class Method:
     options: tuple[tuple[str, Any], ...] = ()
     data_options: Callable[[np.ndarray, np.ndarray, int], dict[str, Any]] | None = field(
         default=None, compare=False, repr=False)
+    #: the figures' line style and marker (block methods: dashed, square markers)
+    line: str = "-"
+    marker: str = "o"
 
     @property
     def power(self) -> float:
@@ -64,20 +68,20 @@ METHODS: tuple[Method, ...] = (
     *(Method(f"PEP {a:g}", "pep", a) for a in POWERS),
     Method("EP", "fitc"),  # α = 1: Power EP is EP, whose energy is FITC's marginal likelihood
     # block Power EP: blocks of ~M points (the paper's PITC-like family; not in its figures)
-    Method("PITC", "fitc", data_options=_blocks),
-    Method("block PEP 0.5", "pep", 0.5, data_options=_blocks),
+    Method("PITC", "fitc", data_options=_blocks, line="--", marker="s"),
+    Method("block PEP 0.5", "pep", 0.5, data_options=_blocks, line="--", marker="s"),
 )
 
 #: The pairs the report compares in its win-rate table and histograms (first vs second).
 PAIRS = (("PEP 0.5", "VFE"), ("PEP 0.5", "EP"), ("EP", "VFE"))
 
 
-def method(name: str) -> Method:
-    """The method called `name` (a clear error listing the names otherwise)."""
-    for m in METHODS:
+def method(name: str, methods: tuple[Method, ...] = METHODS) -> Method:
+    """The method called `name` among `methods` (a clear error listing the names otherwise)."""
+    for m in methods:
         if m.name == name:
             return m
-    raise ValueError(f"unknown method {name!r}; the methods are {[m.name for m in METHODS]}")
+    raise ValueError(f"unknown method {name!r}; the methods are {[m.name for m in methods]}")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Figures of `sparsegp experiment bui2017`: metric − exact GP against M (the paper's Fig. 3),
 pairwise win-rate histograms and matrix (Fig. 4A), average ranks (Fig. 4B, 5) and
-per-data-set curves (Figs. 17-22). Methods are coloured by α (VFE dark, EP yellow); the
-block methods (PITC, block PEP) are dashed."""
+per-data-set curves (Figs. 17-22). Methods are coloured by α (VFE dark, EP yellow), with
+their own line style and marker: the block methods (PITC, block PEP) dashed, classification's
+SGPC at α = 10⁻³ dotted."""
 
 from __future__ import annotations
 
@@ -24,9 +25,8 @@ def colour(m: Method) -> tuple[float, ...]:
 
 
 def style(m: Method) -> dict:
-    """Colour by α; block methods (PITC, block PEP) dashed with square markers."""
-    block = m.data_options is not None
-    return {"color": colour(m), "ls": "--" if block else "-", "marker": "s" if block else "o"}
+    """Colour by α, the method's own line style and marker (block methods: dashed, squares)."""
+    return {"color": colour(m), "ls": m.line, "marker": m.marker}
 
 
 def _m_axis(ax, Ms: Sequence[int], fontsize: int = 9) -> None:

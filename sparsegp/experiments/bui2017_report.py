@@ -115,20 +115,21 @@ def rate_cell(r) -> str:
 
 
 def win_rate_tables(grouped: Any, datasets: Sequence[str], metrics: Sequence[str],
-                    titles: dict[str, str], sec: Section, path_stem: Path) -> list[WinRate]:
-    """The pairwise win rates (`PAIRS` × metrics) over all (data set, split, M) and per data
+                    titles: dict[str, str], sec: Section, path_stem: Path,
+                    pairs: Sequence[tuple[str, str]] = PAIRS) -> list[WinRate]:
+    """The pairwise win rates (`pairs` × metrics) over all (data set, split, M) and per data
     set, added to `sec` as tables and CSV files `<stem>_win_rates[_per_dataset].csv`."""
-    rates = [win_rate(grouped, a, b, metric) for a, b in PAIRS for metric in metrics]
+    rates = [win_rate(grouped, a, b, metric) for a, b in pairs for metric in metrics]
     t = Table("Pairwise win rates over (data set, split, M)",
               ["first", "second", "metric", "first better", "second better", "ties", "n",
                "first's win rate"])
     for r in rates:
         t.add(r.first, r.second, titles[r.metric], r.wins, r.losses, r.ties, r.n, r.rate)
     per = Table("Win rate of the first method, per data set (wins / comparisons)",
-                ["data set", *[f"{a} vs {b} {titles[m]}" for a, b in PAIRS for m in metrics]])
+                ["data set", *[f"{a} vs {b} {titles[m]}" for a, b in pairs for m in metrics]])
     for name in datasets:
         per.add(name, *[rate_cell(win_rate(grouped, a, b, m, dataset=name))
-                        for a, b in PAIRS for m in metrics])
+                        for a, b in pairs for m in metrics])
     sec.tables += [t, per]
     sec.files += [t.write_csv(path_stem.with_name(path_stem.name + "_win_rates.csv")),
                   per.write_csv(path_stem.with_name(path_stem.name + "_win_rates_per_dataset.csv"))]

@@ -76,12 +76,13 @@ def test_the_full_grid_has_every_run_once(toy_dir):
     folder, _, _ = toy_dir
     cfg = bc.ClassificationConfig("x", datasets=("toy",), splits=3, Ms=(5, 10))
     tasks = bc.classification_tasks(cfg, folder)
-    assert len({t.key for t in tasks}) == len(tasks) == 3 * 2 * 9
+    assert len({t.key for t in tasks}) == len(tasks) == 3 * 2 * 10
     assert {t.n_train for t in tasks} == {40}
-    assert [m.power for m in bc.METHODS] == [0.0, 0.05, 0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0]
+    assert [m.power for m in bc.METHODS] == [0.0, 1e-3, 0.05, 0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0]
     same = [t.seed for t in tasks if (t.split, t.M) == (1, 5)]
-    assert len(same) == 9 and len(set(same)) == 1  # one inducing-input seed for all methods
-    assert len(bc.FULL.datasets) * bc.FULL.splits * len(bc.FULL.Ms) * 9 == 4320
+    assert len(same) == 10 and len(set(same)) == 1  # one inducing-input seed for all methods
+    # the paper's nine methods and the small power's row
+    assert len(bc.FULL.datasets) * bc.FULL.splits * len(bc.FULL.Ms) * 10 == 4320 + 480
 
 
 @needs_data
@@ -100,9 +101,18 @@ def test_one_quick_run_per_method_family_gives_a_valid_row(method):
 @needs_data
 def test_every_method_starts_from_the_same_inducing_inputs():
     data = bc.classification_problem(DEFAULT_DATA_DIR, "crabs", 1)
-    a, b = (bc.build_classifier(n, data, 12, 7) for n in ("VFE", "EP"))
+    a, b, c = (bc.build_classifier(n, data, 12, 7) for n in ("VFE", "EP", "PEP 0.001"))
     assert type(a).__name__ == "SVGP" and type(b).__name__ == "SGPC" and b.alpha == 1.0
+    assert type(c).__name__ == "SGPC" and c.alpha == 1e-3  # α → 0 by SGPC's own schedule
     np.testing.assert_array_equal(a.inducing_points, b.inducing_points)
+    np.testing.assert_array_equal(a.inducing_points, c.inducing_points)
+
+
+def test_an_unknown_method_is_named_with_the_choices(toy_dir):
+    folder, _, _ = toy_dir
+    data = bc.classification_problem(folder, "toy", 0)
+    with pytest.raises(ValueError, match="unknown method 'PEP 0.3'.*PEP 0.001"):
+        bc.build_classifier("PEP 0.3", data, 5, 0)
 
 
 def test_a_failing_run_becomes_a_failed_row(tmp_path):
@@ -131,8 +141,11 @@ def test_the_report_counts_wins_and_ranks(tmp_path, monkeypatch):
     assert wins[("PEP 0.5", "VFE", "test error rate")] == 1.0
     assert wins[("PEP 0.5", "EP", "test error rate")] == 0.0
     assert wins[("EP", "VFE", "test NLL")] == 0.0
+    # the small power's pairs: against SVGP's VFE (the optimiser) and PEP 0.5 against it
+    assert wins[("PEP 0.001", "VFE", "test NLL")] == 0.0
+    assert wins[("PEP 0.5", "PEP 0.001", "test error rate")] == 1.0
     ranks = {r[0]: r[1] for r in sec.tables[2].rows}  # the error rate's ranks at M = 10
-    assert ranks["EP"] == 1.0 and ranks["VFE"] == 9.0
-    assert "Complete: 36 of 36" in sec.description
+    assert ranks["EP"] == 1.0 and ranks["PEP 0.001"] == 9.0 and ranks["VFE"] == 10.0
+    assert "Complete: 40 of 40" in sec.description
     assert all(p.is_file() for p in sec.files) and len(sec.files) == 11
     assert sum(p.read_bytes().startswith(b"\x89PNG") for p in sec.files) == 5
