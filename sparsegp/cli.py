@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +41,7 @@ def _fit(args: argparse.Namespace) -> int:
     names = csv_header(args.data)
     if args.target not in names:
         raise ValueError(f"--target {args.target!r} is not a column of {args.data}; it has {names}")
-    features = (args.features.split(",") if args.features
+    features = (_listed_features(args.features, args.target) if args.features is not None
                 else [n for n in names if n != args.target])
     if not features:
         raise ValueError(f"{args.data} has no input columns besides the target {args.target!r}")
@@ -84,16 +85,41 @@ def _fit(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
+def _listed_features(text: str, target: str) -> list[str]:
+    """The column names of --features: comma-separated, none empty, repeated or the target."""
+    features = [f.strip() for f in text.split(",")]
+    if not all(features):
+        raise ValueError(f"--features must be comma-separated column names; got {text!r}")
+    if target in features:
+        raise ValueError(f"--features includes the target {target!r}: a model cannot take its "
+                         "own target as an input")
+    if len(set(features)) < len(features):
+        raise ValueError(f"--features names a column twice: {text!r}")
+    return features
+
+
 def _predict(args: argparse.Namespace) -> int:
     from .models import load
+    from .models.regression import GPModel
 
     model = load(args.model)
+    if not isinstance(model, GPModel) and not hasattr(model, "predict_y"):
+        raise TypeError(f"sparsegp predict takes models of inputs X (regression and "
+                        f"classification); a {type(model).__name__} has none: use it from Python")
     # by name when the model has them (metadata["features"]: files written before feature_names)
     features = model.feature_names or model.metadata.get("features")
-    if features is None:
-        features = csv_header(args.data)[: model.input_dim]
+    if features is None:  # fitted on an unnamed array: the file holds exactly its inputs
+        header = csv_header(args.data)
+        if len(header) != model.input_dim:
+            raise ValueError(f"the model was fitted on an array without column names, so "
+                             f"{args.data} must hold exactly its {model.input_dim} input "
+                             f"column(s), in the order of fitting; it has {len(header)}: {header}")
+        features = header
     _, X = read_csv(args.data, columns=list(features))
-    mean, var = model.predict(X, include_noise=not args.latent)
+    if isinstance(model, GPModel):
+        mean, var = model.predict(X, include_noise=not args.latent)
+    else:  # SVGP, SGPC: y's mean and variance (for labels: p(y = 1) and p(1 − p))
+        mean, var = model.predict_f(X) if args.latent else model.predict_y(X)
     text = write_csv(args.out, ["mean", "variance"], [mean, var])
     if args.out is None:
         sys.stdout.write(text)
@@ -190,14 +216,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def command_text(message: str, command: str) -> str:
+    """A library message as the command line says it: where it advises the Python arguments
+    that standardise the data, `sparsegp fit`'s flag is --standardize."""
+    if command == "fit" and "standardize_" in message:
+        return f"{message} (on the command line: --standardize)"
+    return message
+
+
+def _show_warning(command: str) -> Callable[..., None]:
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"sparsegp {command}: {category.__name__}: {command_text(str(message), command)}",
+              file=sys.stderr)
+    return show
+
+
 def entry() -> int:
-    """The `sparsegp` program (and `python -m sparsegp`): `main` on the process's arguments;
+    """The `sparsegp` program (and `python -m sparsegp`): `main` on the process's arguments,
+    its warnings printed as one line each (`sparsegp fit: ScaleWarning: ...`);
     `sparsegp experiment ...` first makes the process keep freed memory for reuse (long runs
     of same-sized steps; `allocator.py`). Calling `main` from Python changes no such setting."""
     if sys.argv[1:2] == ["experiment"]:
         from .allocator import keep_freed_memory
         keep_freed_memory()
-    return main()
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning(sys.argv[1] if len(sys.argv) > 1 else "")
+        return main()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -209,5 +253,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sparsegp {args.command}: interrupted", file=sys.stderr)
         return 130
     except (ValueError, TypeError, OSError, RuntimeError) as err:
-        print(f"sparsegp {args.command}: error: {err}", file=sys.stderr)
+        print(f"sparsegp {args.command}: error: {command_text(str(err), args.command)}",
+              file=sys.stderr)
         return 2

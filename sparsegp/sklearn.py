@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import torch
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
@@ -40,6 +41,7 @@ except ImportError:  # pragma: no cover - scikit-learn < 1.6 has the method inst
         return estimator._validate_data(X, y, reset=reset, **kwargs)
 
 from .diagnostics import ApproximationWarning
+from .features.initialisation import distinct_rows
 from .likelihoods import Bernoulli, MultiClass
 from .models import GPR, SGPC, SGPR, SVGP
 from .training import fit_lbfgsb
@@ -77,12 +79,13 @@ def _seed(random_state: Any) -> int:
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
-def _num_inducing(num_inducing: Any, n: int) -> int:
-    """M, capped at the N training points (a small cross-validation fold has few)."""
+def _num_inducing(num_inducing: Any, X: np.ndarray) -> int:
+    """M, capped at the distinct training inputs (a small cross-validation fold has few;
+    repeated measurements share an input)."""
     if isinstance(num_inducing, bool) or not isinstance(num_inducing, numbers.Integral) \
             or num_inducing < 1:
         raise ValueError(f"num_inducing must be a positive integer; got {num_inducing!r}")
-    return min(int(num_inducing), n)
+    return min(int(num_inducing), distinct_rows(torch.as_tensor(X)))
 
 
 def _writable(*arrays: np.ndarray) -> Any:
@@ -158,7 +161,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             model = GPR(X, y, **common)
         else:
             alpha = self.alpha if name == "pep" else None  # one grid may search all names
-            model = SGPR(X, y, inducing_points=_num_inducing(self.num_inducing, X.shape[0]),
+            model = SGPR(X, y, inducing_points=_num_inducing(self.num_inducing, X),
                          approximation=self.approximation, alpha=alpha,
                          seed=_seed(self.random_state), **common)
         result, self.fit_warnings_ = _collecting(partial(model.fit, maxiter=self.maxiter,
@@ -263,7 +266,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                              f"only one class: {classes[0]!r}")
         backend = self._backend(len(classes))
         common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
-                      inducing_points=_num_inducing(self.num_inducing, X.shape[0]),
+                      inducing_points=_num_inducing(self.num_inducing, X),
                       seed=_seed(self.random_state), standardize_X=bool(self.standardize))
         codes = codes.astype(np.float64)
         binary_link = "probit" if self.link is None else self.link

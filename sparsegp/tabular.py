@@ -17,7 +17,7 @@ def _rows(path: Path) -> list[list[str]]:
     """The non-empty rows of a CSV file whose header has distinct names."""
     if not path.is_file():
         raise FileNotFoundError(f"no such data file: {path}")
-    with path.open(newline="") as f:
+    with path.open(newline="", encoding="utf-8-sig") as f:  # Excel's BOM too
         rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
     if not rows:
         raise ValueError(f"{path} is empty")

@@ -9,6 +9,7 @@ be a pandas one if the user's program has loaded pandas. Column names travel sep
 
 from __future__ import annotations
 
+import numbers
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -157,6 +158,25 @@ def check_same_rows(X: Any, y: Any) -> None:
                      "y.to_numpy()")
 
 
+def positive_int(value: Any, name: str) -> int:
+    """`value` as an int ≥ 1 (numpy integers too), or a ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def check_seed(seed: Any) -> int:
+    """`seed` as an int (numpy integers too), or a TypeError naming `seed`."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an integer; got {seed!r}")
+    return int(seed)
+
+
+def seeded_generator(seed: Any, device: Any = None) -> torch.Generator:
+    """A torch generator seeded with `seed` (`check_seed`)."""
+    return torch.Generator(device=device or "cpu").manual_seed(check_seed(seed))
+
+
 def check_finite(t: Tensor, name: str) -> Tensor:
     """Raise if t holds NaN or inf, saying where."""
     bad = ~torch.isfinite(t)
@@ -294,21 +314,23 @@ def input_scale_problems(X: Tensor) -> list[str]:
     return problems
 
 
-def target_scale_problems(y: Tensor, zero_mean: bool = True) -> list[str]:
+def target_scale_problems(y: Tensor, zero_mean: bool = True, standardize: bool = True
+                          ) -> list[str]:
     """The same for regression targets y [N]: a spread outside `GOOD_SPREAD`, or (for a
     zero-mean GP) a mean more than `TARGET_OFFSET_RATIO` spreads from 0 (the GP then spends
-    its kernel on the offset and fits the rest badly)."""
+    its kernel on the offset and fits the rest badly). `standardize`: whether the model
+    takes standardize_y=True (the advice names it)."""
     if y.shape[0] < 2:
         return []
     lo, hi = GOOD_SPREAD
     std, mean = float(y.std()), float(y.mean())
     problems = []
     if std > 0 and not lo <= std <= hi:
-        problems.append(f"y has spread {std:.3g}, far from 1: pass standardize_y=True (or "
-                        "rescale y)")
+        problems.append(f"y has spread {std:.3g}, far from 1: " + (
+            "pass standardize_y=True (or rescale y)" if standardize else "rescale y"))
     if zero_mean and std > 0 and abs(mean) > TARGET_OFFSET_RATIO * std:
         problems.append(f"y has mean {mean:.4g}, {abs(mean) / std:.3g} spreads from 0: a "
                         "zero-mean GP explains the offset with its kernel and fits the rest "
-                        "badly; pass standardize_y=True or mean='constant' (or subtract the "
-                        "mean)")
+                        "badly; pass " + ("standardize_y=True or " if standardize else "")
+                        + "mean='constant' (or subtract the mean)")
     return problems

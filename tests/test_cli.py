@@ -88,3 +88,4 @@ def test_python_dash_m_entry_point():
     out = subprocess.run([sys.executable, "-m", "sparsegp", "--version"], capture_output=True,
                          text=True, check=True)
     assert out.stdout.startswith("sparsegp ")
+

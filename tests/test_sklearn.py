@@ -203,3 +203,12 @@ def test_missing_sklearn_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "sparsegp.sklearn")
     with pytest.raises(ImportError, match=r'pip install "sparsegp\[sklearn\]"'):
         importlib.import_module("sparsegp.sklearn")
+
+
+def test_num_inducing_is_capped_at_the_distinct_inputs():
+    rng = np.random.default_rng(0)
+    X = np.repeat([[0.0], [1.0], [2.0], [4.0]], 10, axis=0)  # repeated measurements
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=40)
+    reg = SparseGPRegressor(num_inducing=20, maxiter=5).fit(X, y)
+    clf = SparseGPClassifier(num_inducing=20, maxiter=1).fit(X, y > 0.5)
+    assert reg.model_.num_inducing == clf.model_.num_inducing == 4

@@ -4,6 +4,8 @@ or a clear error; never a crash from a check, never a NaN."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -224,6 +226,173 @@ def test_ctrl_c_in_the_cli_exits_130_and_writes_nothing_unless_asked(tmp_path, c
     assert main(["fit", str(tmp_path / "d.csv"), "--target", "y", "-M", "10", "--out", str(out),
                  "--save-interrupted"]) == 130
     assert out.is_file() and np.all(np.isfinite(sg.load(out).predict(X[:3])[0]))
+
+
+# -- repeated measurements, awkward arguments ----------------------------------------------------
+@pytest.mark.parametrize("model", ["SGPR", "SVGP", "SGPC"])
+def test_default_inducing_points_on_repeated_measurements_fit(model):
+    rng = np.random.default_rng(0)
+    X = np.repeat([[0.0], [1.0], [2.0], [4.0]], 25, axis=0)  # 100 rows, 4 distinct doses
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=100)
+    targets = (y > 0.5).astype(float) if model == "SGPC" else y
+    m = getattr(sg, model)(X, targets)
+    assert m.num_inducing == 4  # min(N, 100) capped at the distinct inputs
+    assert sorted(m.inducing_points[:, 0]) == [0.0, 1.0, 2.0, 4.0]
+    m.fit(maxiter=5) if model != "SVGP" else m.fit(epochs=2)
+    mean = m.predict_y(X[:4])[0] if model != "SGPR" else m.predict(X[:4])[0]
+    assert np.all(np.isfinite(mean))
+    with pytest.raises(ValueError, match="only 4 distinct rows"):  # an explicit M is kept
+        getattr(sg, model)(X, targets, inducing_points=5)
+
+
+def test_svgp_warns_about_badly_scaled_targets_and_names_what_it_takes():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 5, (60, 1))
+    y = 1e6 + 1e3 * np.sin(X[:, 0])
+    with pytest.warns(sg.ScaleWarning) as caught:
+        sg.SVGP(X, y, inducing_points=5)
+    text = str(caught[0].message)
+    assert "mean='constant'" in text and "rescale y" in text and "standardize_y" not in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ScaleWarning)  # labels and a prior mean: no warning
+        sg.SVGP(X, (y > 1e6).astype(float), likelihood=sg.likelihoods.Bernoulli(),
+                inducing_points=5)
+        sg.SVGP(X, (y - 1e6) / 1e3 + 50.0, inducing_points=5, mean="constant")
+
+
+@pytest.mark.parametrize("seed", ["a", None, 1.5, True])
+def test_a_seed_that_is_not_an_integer_is_named(seed):
+    X, y = make_problem(8, N=40)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        sg.SGPR(X, y, inducing_points=5, seed=seed)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        sg.SVGP(X, y, inducing_points=5).fit(batch_size=10, epochs=1, seed=seed)
+
+
+def test_numpy_integer_seeds_are_seeds():
+    X, y = make_problem(8, N=40)
+    a = sg.SGPR(X, y, inducing_points=5, seed=np.int64(3)).inducing_points
+    np.testing.assert_array_equal(a, sg.SGPR(X, y, inducing_points=5, seed=3).inducing_points)
+
+
+@pytest.mark.parametrize("fit, name", [
+    (lambda X, y, b: sg.SVGP(X, y, inducing_points=5).fit(batch_size=10, epochs=0), "epochs"),
+    (lambda X, y, b: sg.SVGP(X, b, likelihood=sg.likelihoods.Bernoulli(),
+                             inducing_points=5).fit(epochs=0), "epochs"),
+    (lambda X, y, b: sg.SVGP(X, y, inducing_points=5).fit(batch_size=0, epochs=1), "batch_size"),
+    (lambda X, y, b: sg.SGPC(X, b, inducing_points=5).fit(schedule="stochastic", batch_size=0),
+     "batch_size"),
+    (lambda X, y, b: sg.SGPC(X, b, inducing_points=5).fit(schedule="stochastic", batch_size=-5),
+     "batch_size"),
+    (lambda X, y, b: sg.SGPC(X, b, inducing_points=5).fit(schedule="stochastic", epochs=0),
+     "epochs"),
+    (lambda X, y, b: sg.SGPR(X, y, inducing_points=5).fit(tol="x"), "tol"),
+])
+def test_zero_epochs_batches_or_a_wrong_tolerance_are_named(fit, name):
+    X, y = make_problem(9, N=40)
+    with pytest.raises(ValueError, match=f"^{name} must be a positive"):
+        fit(X, y, (y > 0).astype(float))
+
+
+def test_maxiter_of_minibatch_training_is_not_silently_ignored():
+    X, y = make_problem(10, N=40)
+    m = sg.SVGP(X, (y > 0).astype(float), likelihood=sg.likelihoods.Bernoulli(), inducing_points=5)
+    with pytest.warns(UserWarning, match="maxiter=5 applies to the full-batch"):
+        m.fit(maxiter=5, epochs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the full-batch fit takes it quietly
+        sg.SVGP(X, y, inducing_points=5).fit(maxiter=5)
+
+
+def test_log_densities_check_ynew_like_y():
+    X, y = make_problem(11, N=40)
+    m = sg.SVGP(X, y, inducing_points=5)
+    good = m.predict_log_density(X[:3], y[:3])
+    assert good.shape == (3,) and np.all(np.isfinite(good))
+    for bad, message in [(y[:2], r"ynew must have one entry per row of Xnew \(3\); got 2"),
+                         (np.r_[np.nan, y[1:3]], "ynew contains NaN"),
+                         (np.r_[np.inf, y[1:3]], "ynew contains inf")]:
+        with pytest.raises(ValueError, match=message):
+            m.predict_log_density(X[:3], bad)
+
+
+# -- the command line ------------------------------------------------------------------------------
+def write_matrix(path, names, data):
+    np.savetxt(path, data, delimiter=",", header=",".join(names), comments="")
+def test_predict_takes_models_saved_from_python_svgp_and_sgpc_too(tmp_path, capsys):
+    import sparsegp as sg
+
+    X, y = make_problem(0, N=60)
+    write_matrix(tmp_path / "new.csv", ["x0", "x1"], X[:4])
+    labels = (y > 0).astype(float)
+    for name, model in [("svgp", sg.SVGP(X, y, inducing_points=6)),
+                        ("bern", sg.SVGP(X, labels, likelihood=sg.likelihoods.Bernoulli(),
+                                         inducing_points=6)),
+                        ("sgpc", sg.SGPC(X, labels, inducing_points=6))]:
+        model.save(tmp_path / f"{name}.pt")
+        for flag, expected in [([], model.predict_y(X[:4])), (["--latent"], model.predict_f(X[:4]))]:
+            assert main(["predict", str(tmp_path / f"{name}.pt"), str(tmp_path / "new.csv"),
+                         "--out", str(tmp_path / "p.csv"), *flag]) == 0, capsys.readouterr().err
+            pred = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
+            np.testing.assert_allclose(pred, np.c_[expected[0].ravel(), expected[1].ravel()],
+                                       rtol=1e-12, atol=1e-15)
+
+
+def test_predict_with_a_model_of_unnamed_inputs_needs_exactly_its_columns(tmp_path, capsys):
+    import sparsegp as sg
+
+    X, y = make_problem(1, N=40, D=1)
+    sg.SGPR(X, y, inducing_points=5).save(tmp_path / "m.pt")  # an array: no column names
+    write_matrix(tmp_path / "yx.csv", ["y", "x"], np.c_[y[:3], X[:3, 0]])  # the target first
+    assert main(["predict", str(tmp_path / "m.pt"), str(tmp_path / "yx.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "must hold exactly its 1 input column(s)" in err and "['y', 'x']" in err
+    write_matrix(tmp_path / "x.csv", ["anything"], X[:3])
+    assert main(["predict", str(tmp_path / "m.pt"), str(tmp_path / "x.csv")]) == 0
+    rows = np.loadtxt(capsys.readouterr().out.splitlines()[1:], delimiter=",")
+    np.testing.assert_allclose(rows[:, 0], sg.load(tmp_path / "m.pt").predict(X[:3])[0],
+                               rtol=1e-14)
+
+
+@pytest.mark.parametrize("features, message", [
+    ("a,b", "--features includes the target 'b'"),
+    ("", "--features must be comma-separated column names; got ''"),
+    ("a,a", "--features names a column twice")])
+def test_the_target_or_nothing_as_features_is_a_one_line_error(tmp_path, capsys, features, message):
+    write_matrix(tmp_path / "d.csv", ["a", "b"], np.random.default_rng(0).normal(size=(10, 2)))
+    assert main(["fit", str(tmp_path / "d.csv"), "--target", "b", "--features", features]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_csv_with_a_byte_order_mark_reads_like_one_without(tmp_path, capsys):
+    X, y = make_problem(2, N=30, D=1)
+    text = "y,x\n" + "".join(f"{float(b)!r},{float(a)!r}\n" for a, b in zip(X[:, 0], y))
+    (tmp_path / "plain.csv").write_text(text, encoding="utf-8")
+    (tmp_path / "bom.csv").write_text(text, encoding="utf-8-sig")  # Excel's "CSV UTF-8"
+    import sparsegp as sg
+
+    for name in ("plain", "bom"):
+        assert main(["fit", str(tmp_path / f"{name}.csv"), "--target", "y", "-M", "5",
+                     "--maxiter", "5", "--out", str(tmp_path / f"{name}.pt")]) == 0
+    plain, bom = (sg.load(tmp_path / f"{n}.pt") for n in ("plain", "bom"))
+    assert plain.feature_names == bom.feature_names == ["x"]
+    np.testing.assert_array_equal(plain.predict(X[:4])[0], bom.predict(X[:4])[0])
+
+
+def test_the_program_names_its_own_flag_and_prints_warnings_on_one_line(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1e-6, 40)  # inputs on a scale the defaults cannot represent
+    write_matrix(tmp_path / "tiny.csv", ["x", "y"], np.c_[x, np.sin(x * 5e6)])
+    run = subprocess.run([sys.executable, "-m", "sparsegp", "fit", str(tmp_path / "tiny.csv"),
+                          "--target", "y", "-M", "5", "--maxiter", "5",
+                          "--out", str(tmp_path / "m.pt")], capture_output=True, text=True)
+    assert run.returncode == 2
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith("sparsegp fit: ScaleWarning: ") and "--standardize" in lines[0]
+    assert lines[1].startswith("sparsegp fit: error: ") and lines[1].endswith(
+        "(on the command line: --standardize)")
+    assert len(lines) == 2  # no source lines, no traceback
 
 
 # -- small things --------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ..parameters import as_user_value
+from ..validation import seeded_generator
 from .base import InducingFeature, checked_array
 from .initialisation import cluster_spreads, initial_inducing_inputs
 
@@ -151,7 +152,7 @@ class Fourier(InducingFeature):
         X = torch.as_tensor(X, dtype=Z.dtype)
         spread = X.std(0) if X.shape[0] > 1 else torch.ones_like(Z[0])
         spread = torch.where(spread > 0, spread, torch.ones_like(spread))
-        g = torch.Generator().manual_seed(seed)
+        g = seeded_generator(seed)
         omega = torch.randn(Z.shape, generator=g, dtype=Z.dtype) / spread
         phases = 2 * math.pi * torch.rand(Z.shape[0], generator=g, dtype=Z.dtype)
         if time_frequency:

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..chunking import auto_chunk_size, chunk_slices
-from ..validation import as_inputs
+from ..validation import as_inputs, seeded_generator
 
 INIT_METHODS = ("kmeans++", "random")
 
@@ -29,7 +29,7 @@ def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10) -> 
 
     Shapes: X [N, D] -> [M, D]. Deterministic for a given seed.
     """
-    g = torch.Generator().manual_seed(seed)
+    g = seeded_generator(seed)
     Xc = X.detach().cpu()
     N = Xc.shape[0]
     idx = [int(torch.randint(N, (1,), generator=g))]
@@ -57,9 +57,14 @@ def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10) -> 
     return C.to(X.device)
 
 
+def distinct_rows(X: Tensor) -> int:
+    """The number of distinct rows of X [N, D] (repeated measurements share a row)."""
+    return int(torch.unique(X.detach(), dim=0).shape[0])
+
+
 def random_subset(X: Tensor, M: int, seed: int = 0) -> Tensor:
     """M rows of X drawn without replacement. Shapes: X [N, D] -> [M, D]."""
-    g = torch.Generator().manual_seed(seed)
+    g = seeded_generator(seed)
     idx = torch.randperm(X.shape[0], generator=g)[:M]
     return X[idx.to(X.device)].detach().clone()
 
@@ -103,7 +108,7 @@ def cluster_members(X: Tensor, C: Tensor, k: int, seed: int = 0) -> Tensor:
     (the centre repeated where a cluster has too few). Shapes: X [N, D], C [M, D] -> [M, k, D]."""
     Xc, Cc = X.detach().cpu(), C.detach().cpu()
     assign = nearest(Xc, Cc)
-    g = torch.Generator().manual_seed(seed)
+    g = seeded_generator(seed)
     out = Cc[:, None, :].repeat(1, k, 1)
     for m in range(Cc.shape[0]):
         members = torch.nonzero(assign == m).flatten()

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..validation import seeded_generator
 from .base import PointSet
 from .initialisation import initial_inducing_inputs
 
@@ -56,7 +57,7 @@ class InducingPatches(PointSet):
         X = torch.as_tensor(X, dtype=torch.float64)
         patches = kernel.patches(X).reshape(-1, kernel.patch_dim)
         if patches.shape[0] > MAX_PATCHES_FOR_INIT:
-            g = torch.Generator().manual_seed(seed)
+            g = seeded_generator(seed)
             patches = patches[torch.randperm(patches.shape[0], generator=g)[:MAX_PATCHES_FOR_INIT]]
         return cls._from_patches(initial_inducing_inputs(patches, num_inducing, method, seed), kernel)
 

@@ -30,9 +30,9 @@ from ..objectives.svgp import whitened_kl
 from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
 from ..training import fit_lbfgsb
-from ..validation import as_tensor, check_finite
+from ..validation import as_tensor, check_finite, positive_int
 from .base import check_jitter
-from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents, positive_int
+from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
 
 
 class BayesianGPLVM(LatentInputModel):

@@ -22,10 +22,10 @@ from ..objectives.gpssm import chain_entropy, coupling, emission_term, entropy, 
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_array
 from ..training.progress import progress_bar
-from ..validation import as_tensor, check_finite
+from ..validation import as_tensor, check_finite, positive_int, seeded_generator
 from .base import check_jitter
 from .gpssm_gibbs import Emission, PosteriorSamples, particle_gibbs
-from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents, positive_int
+from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
 
 
 class GPSSM(LatentInputModel):
@@ -248,7 +248,7 @@ class GPSSM(LatentInputModel):
         steps = positive_int(steps, "steps")
         num_samples = positive_int(num_samples, "num_samples")
         post = self.posterior()
-        g = torch.Generator(device="cpu").manual_seed(seed)
+        g = seeded_generator(seed)
 
         def normal(*shape: int) -> Tensor:
             return torch.randn(*shape, generator=g, dtype=PARAMETER_DTYPE).to(self.device)

@@ -35,6 +35,7 @@ from .. import conditionals
 from ..kernels.base import Kernel
 from ..linalg import LOG_2PI
 from ..threads import threads_for
+from ..validation import seeded_generator
 
 Transition = Callable[[Tensor], tuple[Tensor, Tensor]]
 
@@ -151,7 +152,7 @@ def particle_gibbs(y: Tensor, emission: Emission, kernel: Kernel, Z: Tensor, L: 
                    seed: int, on_sweep: Callable[[], None] | None = None) -> GibbsSamples:
     """`burn_in` + `num_samples` Gibbs sweeps (v | x, then x | v, y) from the trajectory
     `start` [T, Q]; the last `num_samples` are returned."""
-    g = torch.Generator(device=start.device).manual_seed(seed)
+    g = seeded_generator(seed, start.device)
     x = start.clone()
     states, vs, moved = [], [], []
     # many small operations (P particles × M inducing points per step): one thread

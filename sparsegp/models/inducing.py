@@ -12,6 +12,7 @@ from torch import Tensor
 from .. import covariances as cov
 from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
+from ..features.initialisation import distinct_rows
 from ..features.patches import InducingPatches, MultiChannelPatches
 from ..features.separate import Separate as SeparateFeatures
 from ..features.stacked import Stacked
@@ -33,7 +34,7 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
     """The model's feature (internal units) from `inducing_points`: an int M (M inputs chosen
     from X by `method`; M inducing patches cut from the images for a convolutional kernel),
     an array [M, D] in the units of X, a registered feature object in the units of X, or None
-    (min(N, 100) inducing points)."""
+    (min(N, 100) inducing points, and no more than X has distinct rows)."""
     if kernel.input_dim is not None and kernel.input_dim != X.shape[1]:
         raise ValueError(f"X has {X.shape[1]} columns but the kernel {type(kernel).__name__} "
                          f"requires {kernel.input_dim}")
@@ -44,6 +45,8 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
                         "standardize_X=True does not apply; scale the inputs yourself")
     if inducing_points is None:
         inducing_points = min(X.shape[0], DEFAULT_NUM_INDUCING)
+        if kernel.input_dim is None:  # inducing points, not patches of images
+            inducing_points = min(inducing_points, distinct_rows(X))
     kernels = separate_parts(kernel)
     if kernels is not None:  # one feature per output, from one spec each (or a shared one)
         if isinstance(inducing_points, SeparateFeatures):

@@ -22,6 +22,7 @@ from ..structured.iterative import lanczos
 from ..threads import threads_for
 from ..training import FitResult
 from ..training.stochastic import fit_adam
+from ..validation import check_seed
 from .regression import GPModel
 
 #: KISS-GP stores G^D grid values: beyond three input dimensions the grid does not fit.
@@ -110,7 +111,7 @@ class KISSGP(GPModel):
         config.update(grid_size=[int(g) for g in sizes], num_probes=int(num_probes),
                       preconditioner_rank=int(preconditioner_rank),
                       cg_tolerance=float(cg_tolerance), max_cg_iterations=int(max_cg_iterations),
-                      lanczos_rank=int(lanczos_rank), seed=int(seed),
+                      lanczos_rank=int(lanczos_rank), seed=check_seed(seed),
                       grid_start=start.tolist(), grid_spacing=spacing.tolist())
         return config, parts
 

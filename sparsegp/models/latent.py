@@ -5,7 +5,6 @@ and persistence."""
 
 from __future__ import annotations
 
-import numbers
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -25,7 +24,7 @@ from ..registry import Registered
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.minibatch import fit_minibatch
-from ..validation import as_tensor, check_finite
+from ..validation import as_tensor, check_finite, positive_int, seeded_generator
 from .base import PARTS, state_key
 from .classes import MODELS
 from .persistence import save_model
@@ -42,12 +41,6 @@ def outputs(Y: Any, name: str = "Y", min_rows: int = 2) -> Tensor:
     return t.to(PARAMETER_DTYPE)
 
 
-def positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    return int(value)
-
-
 def pca_latents(Y: Tensor, Q: int, seed: int = 0) -> Tensor:
     """The first Q principal-component scores of the centred Y, each scaled to unit variance
     (columns beyond rank(Y) filled with seeded N(0, 0.01²) noise). [N, Q]."""
@@ -56,7 +49,7 @@ def pca_latents(Y: Tensor, Q: int, seed: int = 0) -> Tensor:
     k = min(Q, int((s > s[0] * 1e-10).sum()) if s[0] > 0 else 0)
     X = torch.empty(Y.shape[0], Q, dtype=Y.dtype, device=Y.device)
     X[:, :k] = U[:, :k] * (Y.shape[0] - 1) ** 0.5  # unit variance: std of U's columns is 1/√(N−1)
-    g = torch.Generator().manual_seed(seed)
+    g = seeded_generator(seed)
     X[:, k:] = 0.01 * torch.randn(Y.shape[0], Q - k, generator=g, dtype=Y.dtype).to(Y.device)
     return X
 

@@ -28,6 +28,7 @@ from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
 from ..posteriors import FeaturePosterior
 from ..training import FitResult
+from ..validation import seeded_generator
 from .regression import GPModel
 
 #: Data sets up to this size get the exact GP's evidence in `diagnostics()` for comparison.
@@ -129,7 +130,7 @@ class RFF(GPModel):
                              f"{num_features!r}")
         config, parts = super()._configure(X, **arguments)
         epsilon = spectral_samples(parts["kernel"], int(num_features), X.shape[1],
-                                   torch.Generator().manual_seed(int(seed)))
+                                   seeded_generator(seed))
         config.update(num_features=int(num_features), seed=int(seed), chunk_size=chunk_size)
         parts["epsilon"] = epsilon
         return config, parts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, cast
 
 import numpy as np
@@ -25,7 +26,7 @@ from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
-from ..validation import as_output_targets, as_tensor, check_finite
+from ..validation import as_output_targets, as_tensor, check_finite, target_scale_problems
 from .base import Model
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
@@ -125,6 +126,14 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         if isinstance(parts["likelihood"], Bernoulli):
             parts["likelihood"].require_both_classes(labels)
         return labels, {}, {}
+
+    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *, mean: Any = None,
+                               likelihood: Likelihood | None = None, **arguments: Any
+                               ) -> list[str]:
+        """Badly scaled targets of a Gaussian likelihood (labels and counts are what they are)."""
+        if (likelihood is not None and not isinstance(likelihood, Gaussian)) or y.dim() != 1:
+            return []
+        return target_scale_problems(y, isinstance(as_mean(mean), Zero), standardize=False)
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
@@ -240,20 +249,21 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     # minibatch options first: SVGP trains by other means than the L-BFGS-B of Model.fit
     def fit(self, *, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,  # type: ignore[override]
-            natgrad: bool = True, gamma: float | None = None, maxiter: int = 1000,
+            natgrad: bool = True, gamma: float | None = None, maxiter: int | None = None,
             data: Any = None, progress: bool | None = None, seed: int = 0,
             callback: Any = None) -> FitResult:
         """Train; every argument has a default that works for a few thousand points.
 
-        Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`)
-        on the hyperparameters with q(u) at its optimum throughout — the collapsed bound
+        Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
+        default 1000) on the hyperparameters with q(u) at its optimum throughout — the collapsed bound
         (Titsias 2009), which is the ELBO maximised over q(u) — then one natural-gradient step
         of size 1 puts q(u) at that optimum.
         Otherwise minibatches of `batch_size` (default min(N, 256)) from (X, y) or from
         `data` (a DataLoader of (X, y) batches in the units of X) for `epochs` (default:
         about 2,000 steps), each step an Adam step (`lr`) on the hyperparameters and, with
         `natgrad`, a natural-gradient step of size `gamma` (default 0.1) on q(u) — or Adam on
-        q(u) too without `natgrad`. Ctrl-C stops at the last completed step.
+        q(u) too without `natgrad`; `maxiter` does not apply there (a warning says so).
+        Ctrl-C stops at the last completed step.
         """
         self._require_data()
         start = time.perf_counter()
@@ -261,12 +271,16 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         if batch_size is None and data is None and isinstance(self.likelihood, Gaussian) \
                 and not is_distributed() and not self.mean_field and self.mixing_matrix is None:
             with threads_for(self.evaluation_work()):
-                res = fit_lbfgsb(_CollapsedBound(self), maxiter=maxiter, progress=progress,
-                                 callback=callback)
+                res = fit_lbfgsb(_CollapsedBound(self), maxiter=1000 if maxiter is None else maxiter,
+                                 progress=progress, callback=callback)
             self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
             res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
             res.seconds = time.perf_counter() - start
             return res
+        if maxiter is not None:
+            warnings.warn(f"maxiter={maxiter} applies to the full-batch L-BFGS-B fit (a Gaussian "
+                          "likelihood without batch_size or data); minibatch training runs "
+                          "`epochs` passes instead", UserWarning, stacklevel=2)
         B = float(min(self.num_data, batch_size or 256))
         M = float(self.num_inducing)
         cost = getattr(self.kernel, "evaluation_cost", 1)
@@ -278,12 +292,20 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         """A batch (X, y) in the user's units as the objective takes it."""
         return self._internal_inputs(Xb, "a batch of X"), self._batch_targets(yb)
 
-    def _batch_targets(self, yb: Any) -> Tensor:
-        t = as_tensor(yb, "a batch of y", dtype=self.dtype, device=self.device)
+    def _batch_targets(self, yb: Any, name: str = "a batch of y", rows: int | None = None
+                       ) -> Tensor:
+        """Targets checked like y (for `rows` inputs, when given): finite for one output, NaN
+        marking missing entries of several."""
+        t = as_tensor(yb, name, dtype=self.dtype, device=self.device)
         if self._config.get("num_outputs"):
-            return _checked_outputs(t.reshape(t.shape[0], -1), t.shape[0], self.num_outputs,
-                                    "a batch of y")
-        return self.likelihood.check_targets(t.reshape(-1).to(PARAMETER_DTYPE))
+            n = t.shape[0] if rows is None else rows
+            return _checked_outputs(t.reshape(t.shape[0], -1) if t.dim() else t, n,
+                                    self.num_outputs, name)
+        t = t.reshape(-1)
+        if rows is not None and t.shape[0] != rows:
+            raise ValueError(f"{name} must have one entry per row of Xnew ({rows}); got "
+                             f"{t.shape[0]}")
+        return self.likelihood.check_targets(check_finite(t, name).to(PARAMETER_DTYPE))
 
     # -- persistence ----------------------------------------------------------------------
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
@@ -366,7 +388,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         """log p(y* | data) at each test point [N*] (e.g. for the test NLPD); with P outputs
         one per output [N*, P] (the marginal of each; NaN where y* is missing)."""
         mean, var = self._likelihood_moments(Xnew)
-        y = self._batch_targets(ynew)
+        y = self._batch_targets(ynew, "ynew", rows=mean.shape[0])
         with torch.no_grad():
             return self._output(self.likelihood.predict_log_density(mean, var, y))[0]
 

@@ -22,6 +22,7 @@ import torch
 from ..chunking import chunk_slices
 from ..linalg import CholeskyError
 from ..objectives import pep_classification as pep
+from ..validation import positive_int, seeded_generator
 from .lbfgs import fit_lbfgsb
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
@@ -144,8 +145,9 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    N, B = model.num_data, min(batch_size, model.num_data)
+    g = seeded_generator(seed)
+    epochs = positive_int(epochs, "epochs")
+    N, B = model.num_data, min(positive_int(batch_size, "batch_size"), model.num_data)
     every = refresh_steps(N, B) if refresh_every is None else refresh_every
     if isinstance(every, bool) or not (isinstance(every, int) and every >= 1):
         raise ValueError(f"refresh_every must be a positive integer; got {refresh_every!r}")

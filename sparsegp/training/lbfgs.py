@@ -9,6 +9,7 @@ iterate, and the result says so.
 
 from __future__ import annotations
 
+import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -78,8 +79,9 @@ def fit_lbfgsb(
     """
     if isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 1:
         raise ValueError(f"maxiter must be a positive integer; got {maxiter!r}")
-    if tol is not None and not (tol > 0):
-        raise ValueError(f"tol must be positive; got {tol!r}")
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, numbers.Real)
+                            or not tol > 0):
+        raise ValueError(f"tol must be a positive number; got {tol!r}")
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

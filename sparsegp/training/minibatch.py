@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from ..distributed import is_distributed
 from ..linalg import CholeskyError
+from ..validation import positive_int, seeded_generator
 from .natural_gradients import averaged_over_ranks, expectation_parameters, natural_update
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
@@ -29,7 +30,7 @@ def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any
     if data is not None:
         return data, None
     dataset = torch.utils.data.TensorDataset(model.X, model.y)
-    g = torch.Generator().manual_seed(seed)
+    g = seeded_generator(seed)
     if is_distributed():
         sampler: torch.utils.data.distributed.DistributedSampler[Any] = \
             torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, seed=seed)
@@ -63,11 +64,8 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     steps); natural-gradient steps of size `gamma` (default 0.1) on q(u) when `natgrad`."""
     start = time.perf_counter()
     N = model.num_data
-    B = min(N, 256) if batch_size is None else int(batch_size)
-    if B < 1:
-        raise ValueError(f"batch_size must be positive; got {batch_size}")
-    if epochs is None:
-        epochs = max(1, math.ceil(2000 * B / N))
+    B = min(N, 256) if batch_size is None else positive_int(batch_size, "batch_size")
+    epochs = max(1, math.ceil(2000 * B / N)) if epochs is None else positive_int(epochs, "epochs")
     gamma = 0.1 if gamma is None else float(gamma)
     loader, sampler = _loader(model, B, data, seed)
     q = {id(model.q_mu), id(model.q_sqrt)}
