@@ -42,9 +42,12 @@ class Gaussian(Likelihood):
         (3,)
     """
 
-    def __init__(self, variance: Any = 1.0, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
+    def __init__(self, variance: Any = None, quadrature_points: int = quadrature.DEFAULT_POINTS
+                 ) -> None:
         super().__init__(quadrature_points)
-        self._add_positive("variance", variance, NOISE_FLOOR)
+        #: `variance=None`: 1.0 here, and var(y)/10 in a model that sees the targets (as SGPR)
+        self.variance_unset = variance is None
+        self._add_positive("variance", 1.0 if variance is None else variance, NOISE_FLOOR)
 
     @property
     def variance(self) -> float | np.ndarray:

@@ -27,7 +27,7 @@ from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
 from ..validation import as_output_targets, as_tensor, check_finite, target_scale_problems
-from .base import Model
+from .base import Model, signal_variance
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
 
@@ -164,7 +164,14 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             latent = self.y if isinstance(self.likelihood, Gaussian) else torch.zeros_like(self.y)
         if latent is not None:
             self.mean.initialise_from_data(self.X, latent)
-        self.kernel.initialise_from_data(self.X, 1.0)
+        sv = 1.0
+        if isinstance(self.likelihood, Gaussian) and self.y.dim() == 1:
+            # as SGPR starts: the signal variance var(y − m), an unset noise variance a tenth
+            with torch.no_grad():
+                sv = signal_variance(self.y - self.mean(self.X))
+            if self.likelihood.variance_unset:
+                self.likelihood.variance = sv / 10.0
+        self.kernel.initialise_from_data(self.X, sv)
         if not self.whiten:  # start at the prior, S = Kuu
             with torch.no_grad():
                 self.q_sqrt.copy_(self._cholesky_kuu().expand_as(self.q_sqrt))

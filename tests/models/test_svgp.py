@@ -83,6 +83,24 @@ def test_gaussian_full_batch_fit_finds_the_sgpr_optimum():
     np.testing.assert_allclose(mean, reg.predict_y(X[:5])[0], rtol=1e-2, atol=1e-3)
 
 
+def test_a_gaussian_svgp_starts_where_sgpr_starts():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 6, (300, 2))
+    y = 3.0 * np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.02 * rng.normal(size=300)
+    sv, reg = sg.SVGP(X, y, inducing_points=25), sg.SGPR(X, y, inducing_points=25)
+    assert sv.likelihood.variance == pytest.approx(np.var(y, ddof=1) / 10, rel=1e-12)
+    assert sv.likelihood.variance == pytest.approx(reg.noise_variance, rel=1e-12)
+    for (name, a), (_, b) in zip(sv.kernel.named_parameters(), reg.kernel.named_parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=0, msg=name)
+    np.testing.assert_array_equal(sv.inducing_points, reg.inducing_points)
+    # the same objective at the same start: with q(u) at its optimum the ELBO is SGPR's bound
+    sv.natural_gradient_step(1.0)
+    assert sv.log_marginal_likelihood() == pytest.approx(reg.log_marginal_likelihood(), rel=1e-9)
+    given = sg.SVGP(X, y, likelihood=sg.likelihoods.Gaussian(variance=0.3), inducing_points=5)
+    assert given.likelihood.variance == pytest.approx(0.3)  # a given variance is kept
+    assert sg.likelihoods.Gaussian().variance == 1.0  # alone, without targets
+
+
 def banana(N, seed):
     rng = np.random.default_rng(seed)
     X = rng.uniform(-3, 3, (N, 2))
