@@ -6,7 +6,9 @@ chunk so that no N×M matrix is ever alive.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -29,6 +31,14 @@ def auto_chunk_size(num_inducing: int, itemsize: int, budget: int | None = None,
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return max(CUDA_MIN_CHUNK_ROWS, int(CUDA_CHUNK_MEMORY_FRACTION * free) // per_row)
     return max(1, (CHUNK_MEMORY_BYTES if budget is None else budget) // per_row)
+
+
+def check_chunk_size(chunk_size: Any) -> int | None:
+    """A model's `chunk_size` argument: None (from the memory budget) or an int ≥ 1."""
+    if chunk_size is not None and (isinstance(chunk_size, bool)
+                                   or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1):
+        raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}")
+    return None if chunk_size is None else int(chunk_size)
 
 
 def chunk_slices(n: int, size: int) -> Iterator[slice]:

@@ -68,7 +68,13 @@ class Parameterised(nn.Module):
         ref = next(iter(self.parameters()), None)
         dtype = ref.dtype if ref is not None else DEFAULT_DTYPE
         device = ref.device if ref is not None else None
-        t = torch.as_tensor(value, dtype=dtype, device=device).detach().clone()
+        if isinstance(value, (str, bytes)):
+            raise TypeError(f"{name} must be a number or an array of numbers; got {value!r}")
+        try:
+            t = torch.as_tensor(value, dtype=dtype, device=device).detach().clone()
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"{name} must be a number or an array of numbers; got "
+                            f"{type(value).__name__}") from err
         if t.dim() > max_dim:
             what = {0: "a scalar", 1: "a scalar or a 1-D array"}.get(max_dim, f"at most {max_dim}-D")
             raise ValueError(f"{name} must be {what}; got shape {tuple(t.shape)}")

@@ -165,6 +165,16 @@ def positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def one_or_per(value: Any, n: int, name: str, per: str) -> Any:
+    """`value` unchanged if it is one number or `n` of them (one per `per`), else a ValueError
+    naming `name` (a model must not fit with values it silently ignores)."""
+    size = int(np.size(value)) if not isinstance(value, Tensor) else value.numel()
+    if size not in (1, n) or np.ndim(value) > 1:
+        raise ValueError(f"{name} must be one number or {n} (one per {per}); got "
+                         f"{size} value(s)")
+    return value
+
+
 def check_seed(seed: Any) -> int:
     """`seed` as an int (numpy integers too), or a TypeError naming `seed`."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
@@ -227,6 +237,8 @@ def as_output_targets(y: Any, n: int, name: str = "y", *, dtype: torch.dtype | N
                          f"{_describe(t)}")
     if t.dim() != 2 or t.shape[1] == 1:
         return as_targets(t, n, name)
+    if t.shape[1] == 0:
+        raise ValueError(f"{name} has no columns: give one per output; got {_describe(t)}")
     if t.shape[0] != n:
         raise ValueError(f"{name} has {t.shape[0]} rows but X has {n}")
     if bool(torch.isinf(t).any()):

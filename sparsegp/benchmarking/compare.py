@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .speed import _gb, _peak_rss, _run, _synchronise, bench_parser, machine, report
+from .speed import _gb, _peak_rss, _run, _synchronise, bench_parser, machine, parse_bench_args, report
 
 if TYPE_CHECKING:
     from ..models.regression import GPModel
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated subset of exact, vfe, rff, ssgp, ski")
     parser.add_argument("--device", default="cpu", help="torch device for sparsegp and "
                         "GPyTorch, e.g. cuda (GPflow: wherever TensorFlow puts it)")
-    args = parser.parse_args(argv)
+    args = parse_bench_args(parser, argv)
     methods = set(args.methods.split(","))
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))

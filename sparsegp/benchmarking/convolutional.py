@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from .speed import _gb, _peak_rss, _run, bench_parser, machine, report
+from .speed import _gb, _peak_rss, _run, bench_parser, machine, parse_bench_args, report
 
 # (image side, patch side, weighted, M, minibatch B)
 FULL_CASES = [(28, 3, False, 750, 100), (28, 3, True, 750, 100),
@@ -251,7 +251,7 @@ def format_results(rows: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = bench_parser("sparsegp bench conv", __doc__, 3).parse_args(argv)
+    args = parse_bench_args(bench_parser("sparsegp bench conv", __doc__, 3), argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0

@@ -21,7 +21,18 @@ import time
 from collections.abc import Sequence
 from typing import cast
 
-from .speed import D, _gb, _gemm_seconds, _peak_rss, _problem, _run, bench_parser, machine, report
+from .speed import (
+    D,
+    _gb,
+    _gemm_seconds,
+    _peak_rss,
+    _problem,
+    _run,
+    bench_parser,
+    machine,
+    parse_bench_args,
+    report,
+)
 
 FULL_CASES = [(10_000, 50, 20), (10_000, 200, 5), (10_000, 200, 20), (100_000, 100, 10)]
 QUICK_CASES = [(2_000, 20, 5)]
@@ -94,7 +105,7 @@ def format_results(rows: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = bench_parser("sparsegp bench interdomain", __doc__, 3).parse_args(argv)
+    args = parse_bench_args(bench_parser("sparsegp bench interdomain", __doc__, 3), argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0

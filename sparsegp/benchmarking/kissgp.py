@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 
 from .compare import LENGTHSCALE, NOISE, VARIANCE
-from .speed import _gb, _peak_rss, _run, bench_parser, machine, report
+from .speed import _gb, _peak_rss, _run, bench_parser, machine, parse_bench_args, report
 
 FULL_CASES = [(10_000, 1, 1000), (100_000, 1, 5000), (10_000, 2, 100), (100_000, 2, 150),
               (20_000, 3, 30)]
@@ -113,7 +113,7 @@ def _has_gpytorch() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = bench_parser("sparsegp bench kissgp", __doc__, 3).parse_args(argv)
+    args = parse_bench_args(bench_parser("sparsegp bench kissgp", __doc__, 3), argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0

@@ -230,6 +230,31 @@ def bench_parser(prog: str, description: str, repeats: int) -> argparse.Argument
     return p
 
 
+def parse_bench_args(p: argparse.ArgumentParser, argv: Sequence[str] | None
+                     ) -> argparse.Namespace:
+    """The parsed options, checked before anything runs: --out must be a writable file (not
+    a folder, in an existing folder) and --device (where the benchmark takes one) a device
+    this torch has; otherwise argparse's one-line error (exit status 2)."""
+    args = p.parse_args(argv)
+    if args.out is not None:
+        if args.out.is_dir() or not args.out.parent.is_dir():
+            p.error(f"--out {args.out}: " + ("is a folder; give a file name" if args.out.is_dir()
+                                             else f"the folder {args.out.parent} does not exist"))
+    device = getattr(args, "device", None)
+    if device is not None and not args.worker:
+        import torch  # here only: the parent process of the workers stays light
+
+        try:
+            dev = torch.device(device)
+        except RuntimeError:
+            p.error(f"--device {device!r} is not a torch device (cpu, cuda or cuda:N)")
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            p.error(f"--device {device}: this torch has no CUDA device")
+        if dev.type not in ("cpu", "cuda"):
+            p.error(f"--device {device}: the benchmarks run on cpu or cuda")
+    return args
+
+
 def report(text: str, out: Path | None, device: str = "cpu") -> None:
     """Print the table and, with `out`, write it with the machine's description."""
     print("\n" + text)
@@ -244,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--chunk-size", type=int, help="rows per chunk (default: from the budget)")
     p.add_argument("--device", default="cpu",
                    help="torch device, e.g. cuda (default chunks then come from its free memory)")
-    args = p.parse_args(argv)
+    args = parse_bench_args(p, argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0

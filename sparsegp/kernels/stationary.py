@@ -104,7 +104,7 @@ class Stationary(Kernel):
 
     def __init__(self, lengthscale: Any = None, variance: Any = None, *, ard: bool = False) -> None:
         super().__init__()
-        self.ard = bool(ard) or (lengthscale is not None and torch.as_tensor(lengthscale).dim() == 1)
+        self.ard = bool(ard) or (lengthscale is not None and np.ndim(lengthscale) == 1)
         self._declare("lengthscale", lengthscale, 1.0, POSITIVE_FLOOR)
         self._declare("variance", variance, 1.0, POSITIVE_FLOOR, max_dim=0)
 

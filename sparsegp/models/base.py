@@ -103,6 +103,7 @@ class Model(Registered, Parameterised, ABC):
     registry = MODELS
     saves_data_by_default = False
     shards_data = False  # True: X, y are this rank's shard when torch.distributed is running
+    posterior_needs_data = True  # False: the posterior is built from parameters alone (SVGP)
 
     kernel: Kernel
     mean: Mean
@@ -267,7 +268,8 @@ class Model(Registered, Parameterised, ABC):
         if self.X is None:
             raise RuntimeError(
                 f"this {type(self).__name__} was loaded without its training data: it can "
-                "predict with its saved posterior but not evaluate or fit an objective"
+                "predict with its saved posterior but not evaluate or fit an objective, nor "
+                "change what the posterior is built from (save with include_data=True for that)"
             )
 
     def _objective_offset(self) -> float:
@@ -304,7 +306,8 @@ class Model(Registered, Parameterised, ABC):
         key = state_key(self)
         if self._cache is not None and self._cache[1] == key:
             return self._cache[0]
-        self._require_data()
+        if self.posterior_needs_data:
+            self._require_data()
         with torch.no_grad():
             post = self._build_posterior()
         self._cache = (post, key)

@@ -7,12 +7,14 @@ maximised over q(X), the kernel, the noise and the inducing inputs (in latent sp
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..chunking import check_chunk_size
 from ..conditionals import WhitenedGaussian
 from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
@@ -25,12 +27,12 @@ from ..objectives.gplvm import (
     psi_sums,
     uncollapsed_data_term,
 )
-from ..objectives.psi import sample_rule
+from ..objectives.psi import MAX_NODES, sample_rule
 from ..objectives.svgp import whitened_kl
 from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
 from ..training import fit_lbfgsb
-from ..validation import as_tensor, check_finite, positive_int
+from ..validation import as_tensor, check_finite, one_or_per, positive_int
 from .base import check_jitter
 from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
 
@@ -72,8 +74,10 @@ class BayesianGPLVM(LatentInputModel):
         kernel = checked_kernel(kernel, Q)
         mu = pca_latents(Y, Q, seed) if X_mean is None else self._latent(X_mean, "X_mean", N, Q)
         feature = inducing_inputs(inducing_points, mu, Q, min(N, 30), seed, "rows of Y")
+        if quadrature_points is not None:
+            quadrature_points = _points_per_dimension(quadrature_points, Q)
         config = {"num_data": N, "output_dim": D, "latent_dim": Q,
-                  "jitter": check_jitter(jitter), "chunk_size": chunk_size,
+                  "jitter": check_jitter(jitter), "chunk_size": check_chunk_size(chunk_size),
                   "quadrature_points": quadrature_points, "dtype": str(dtype).replace("torch.", "")}
         self._build(config, {"kernel": kernel, "feature": feature})
         self.to(device)
@@ -87,7 +91,8 @@ class BayesianGPLVM(LatentInputModel):
         self.set_value("X_variance", torch.full((N, Q), 0.1) if X_variance is None
                        else self._latent(X_variance, "X_variance", N, Q))
         self.set_value("noise_variance", signal / 20.0 if noise_variance is None
-                       else noise_variance)
+                       else one_or_per(noise_variance, Y.shape[1], "noise_variance",
+                                       "column of Y"))
 
     @staticmethod
     def _latent(value: Any, name: str, N: int, Q: int) -> Tensor:
@@ -169,9 +174,9 @@ class BayesianGPLVM(LatentInputModel):
     def predict(self, Xlatent: Any, include_noise: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance [N*, D] of f (or y with `include_noise`) at latent points [N*, Q]."""
         X = check_finite(as_tensor(Xlatent, "Xlatent"), "Xlatent").to(PARAMETER_DTYPE)
-        if X.dim() != 2 or X.shape[1] != self.latent_dim:
+        if X.dim() != 2 or X.shape[1] != self.latent_dim or X.shape[0] == 0:
             raise ValueError(f"Xlatent must have shape [N*, {self.latent_dim}] (latent_dim "
-                             f"columns); got {tuple(X.shape)}")
+                             f"columns, at least one row); got {tuple(X.shape)}")
         post = self.posterior()
         mean, var = post.predict_f(X.to(self.device))
         D = self._config["output_dim"]
@@ -268,3 +273,17 @@ class _MinibatchBound(nn.Module):
 
     def log_prior(self) -> Tensor:
         return self.model.log_prior()
+
+
+def _points_per_dimension(points: Any, Q: int) -> int:
+    """Gauss–Hermite points per latent dimension: 2 up to the most whose product rule keeps
+    MAX_NODES nodes (None, the default, takes that most, or Monte Carlo beyond it)."""
+    points = positive_int(points, "quadrature_points")
+    most = int(math.floor(MAX_NODES ** (1.0 / Q) + 1e-9))
+    if not 2 <= points <= most:
+        raise ValueError(f"quadrature_points must lie between 2 and {most} for latent_dim={Q} "
+                         f"(a product rule of at most {MAX_NODES} nodes; None chooses); got "
+                         f"{points}" if most >= 2 else
+                         f"quadrature_points: with latent_dim={Q} a product rule would exceed "
+                         f"{MAX_NODES} nodes; leave it None (Monte Carlo)")
+    return points

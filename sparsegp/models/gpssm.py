@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..chunking import check_chunk_size
 from ..conditionals import WhitenedGaussian
 from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuf, Kuu_cholesky
@@ -22,7 +23,7 @@ from ..objectives.gpssm import chain_entropy, coupling, emission_term, entropy, 
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_array
 from ..training.progress import progress_bar
-from ..validation import as_tensor, check_finite, positive_int, seeded_generator
+from ..validation import as_tensor, check_finite, one_or_per, positive_int, seeded_generator
 from .base import check_jitter
 from .gpssm_gibbs import Emission, PosteriorSamples, particle_gibbs
 from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
@@ -84,7 +85,7 @@ class GPSSM(LatentInputModel):
         config = {"num_steps": T, "output_dim": P, "state_dim": Q,
                   "learn_emission": emission is None, "markov": bool(markov),
                   "jitter": check_jitter(jitter),
-                  "chunk_size": chunk_size,
+                  "chunk_size": check_chunk_size(chunk_size),
                   "dtype": str(dtype or torch.float64).replace("torch.", "")}
         self._build(config, {"kernel": kernel, "feature": feature})
         self.to(Y.device)
@@ -96,11 +97,12 @@ class GPSSM(LatentInputModel):
         self.kernel.initialise_from_data(mu, state_var)
         self.set_value("X_mean", mu)
         self.set_value("X_variance", torch.full((T, Q), 0.05 * state_var))
-        self.set_value("process_noise", torch.full((Q,), 0.1 * state_var)
-                       if process_noise is None else process_noise)
+        self.set_value("process_noise", torch.full((Q,), 0.1 * state_var) if process_noise is None
+                       else one_or_per(process_noise, Q, "process_noise", "state dimension"))
         resid = Y - mu @ C.mT - d
         self.set_value("emission_noise", (resid.var(0) + 0.01 * Y.var(0)).clamp_min(1e-4)
-                       if emission_noise is None else emission_noise)
+                       if emission_noise is None
+                       else one_or_per(emission_noise, Y.shape[1], "emission_noise", "output"))
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         self._build_common(config, parts)
@@ -247,6 +249,9 @@ class GPSSM(LatentInputModel):
         residual each step: the approximating process), the process and the emission noise."""
         steps = positive_int(steps, "steps")
         num_samples = positive_int(num_samples, "num_samples")
+        if num_samples < 2:
+            raise ValueError("num_samples must be at least 2 (the variance is estimated from "
+                             f"the trajectories); got {num_samples}")
         post = self.posterior()
         g = seeded_generator(seed)
 

@@ -143,7 +143,10 @@ class InducingMixin(_MixinBase):
     def add_inducing_points(self, Znew: Any) -> None:
         """Append inducing points f(Znew) for Znew [K, D] (units of X) to the inducing
         variables; M grows by K and frozen parameters stay frozen. Nothing is refitted; the
-        next prediction rebuilds the cached posterior."""
+        next prediction rebuilds the cached posterior (from the data, unless the posterior is
+        the model's own parameters, as SVGP's q(u): a model loaded without its data refuses)."""
+        if self.posterior_needs_data:
+            self._require_data()
         z = self._internal_inputs(Znew, "inducing_points")
         old = self.feature
         new = old.extended(z)

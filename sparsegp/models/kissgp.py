@@ -93,7 +93,8 @@ class KISSGP(GPModel):
         if not isinstance(kernel, RadialKernel):
             raise TypeError(f"KISSGP needs a stationary radial kernel (SquaredExponential, "
                             f"Matern12/32/52); got {type(kernel).__name__}")
-        sizes = [grid_size] * D if isinstance(grid_size, numbers.Integral) else list(grid_size)
+        sizes = ([grid_size] * D if isinstance(grid_size, numbers.Integral) else
+                 list(grid_size) if isinstance(grid_size, (list, tuple)) else [])
         if len(sizes) != D or any(isinstance(g, bool) or not isinstance(g, numbers.Integral)
                                   or g < 8 for g in sizes):
             raise ValueError(f"grid_size must be an integer ≥ 8 or {D} of them (one per input "
@@ -114,6 +115,14 @@ class KISSGP(GPModel):
                       lanczos_rank=int(lanczos_rank), seed=check_seed(seed),
                       grid_start=start.tolist(), grid_spacing=spacing.tolist())
         return config, parts
+
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        targets, buffers, config = super()._prepare_targets(y, n, device, parts, **arguments)
+        if config["noise"]:  # per point or per group: the structured solves take one σ²
+            raise ValueError("KISSGP takes one noise_variance (a number): a noise variance per "
+                             "point or noise_groups are for SGPR and GPR")
+        return targets, buffers, config
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from .. import covariances as cov
-from ..chunking import auto_chunk_size
+from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli
@@ -83,7 +83,7 @@ class SGPC(InducingMixin, Model):
         parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
                                            inducing_init, seed)
         parts["likelihood"] = likelihood
-        config.update(alpha=alpha, damping=float(damping), chunk_size=chunk_size)
+        config.update(alpha=alpha, damping=float(damping), chunk_size=check_chunk_size(chunk_size))
         return config, parts
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],

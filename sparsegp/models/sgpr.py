@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, cast
 
 import torch
@@ -10,6 +9,7 @@ from torch import Tensor
 
 from .. import covariances as cov
 from .. import distributed
+from ..chunking import check_chunk_size
 from ..config import DEFAULT_JITTER
 from ..kernels.base import Kernel
 from ..kernels.separate import separate_parts
@@ -122,11 +122,7 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         if compute_dtype not in (None, torch.float32, torch.float64):
             raise TypeError(f"compute_dtype must be torch.float32, torch.float64 or None; "
                             f"got {compute_dtype!r}")
-        if chunk_size is not None and (
-            isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral)
-            or chunk_size < 1
-        ):
-            raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}")
+        chunk_size = check_chunk_size(chunk_size)
         parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
                                            inducing_init, seed)
         config.update(blocks=block_config, approximation=fam.name,

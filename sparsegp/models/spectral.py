@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..chunking import auto_chunk_size
+from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import PARAMETER_DTYPE
 from ..kernels.base import Kernel
 from ..kernels.spectral import feature_map, spectral_samples
@@ -28,7 +28,7 @@ from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
 from ..posteriors import FeaturePosterior
 from ..training import FitResult
-from ..validation import seeded_generator
+from ..validation import check_seed, seeded_generator
 from .regression import GPModel
 
 #: Data sets up to this size get the exact GP's evidence in `diagnostics()` for comparison.
@@ -131,7 +131,8 @@ class RFF(GPModel):
         config, parts = super()._configure(X, **arguments)
         epsilon = spectral_samples(parts["kernel"], int(num_features), X.shape[1],
                                    seeded_generator(seed))
-        config.update(num_features=int(num_features), seed=int(seed), chunk_size=chunk_size)
+        config.update(num_features=int(num_features), seed=check_seed(seed),
+                      chunk_size=check_chunk_size(chunk_size))
         parts["epsilon"] = epsilon
         return config, parts
 

@@ -12,12 +12,12 @@ from torch import Tensor, nn
 
 from .. import conditionals
 from .. import covariances as cov
-from ..chunking import auto_chunk_size
+from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
-from ..likelihoods import Bernoulli, Gaussian
+from ..likelihoods import Bernoulli, Gaussian, MultiClass
 from ..likelihoods.base import Likelihood
 from ..means import Zero, as_mean
 from ..objectives import svgp as objective
@@ -73,6 +73,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         >>> clf.predict_proba(X[:3]).shape
         (3,)
     """
+    posterior_needs_data = False  # q(u) and the hyperparameters are the posterior
 
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, likelihood: Likelihood | None = None,
@@ -107,7 +108,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             raise ValueError("mean_field=True factorises q(u) over the inducing sets of Stacked "
                              "features (a sum of kernels with one feature per part); got "
                              f"{type(parts['feature']).__name__}")
-        config.update(whiten=bool(whiten), num_latent=C, chunk_size=chunk_size,
+        config.update(whiten=bool(whiten), num_latent=C, chunk_size=check_chunk_size(chunk_size),
                       mean_field=bool(mean_field))
         return config, parts
 
@@ -389,6 +390,10 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     def predict_proba(self, Xnew: Any) -> np.ndarray:
         """Class probabilities: P(y* = 1) [N*] for Bernoulli, [N*, C] for several classes."""
+        if not isinstance(self.likelihood, (Bernoulli, MultiClass)):
+            raise TypeError(f"predict_proba needs a classification likelihood (Bernoulli, "
+                            f"MultiClass); this SVGP's is {type(self.likelihood).__name__}: "
+                            "use predict_y")
         return self.predict_y(Xnew)[0]
 
     def predict_log_density(self, Xnew: Any, ynew: Any) -> np.ndarray:

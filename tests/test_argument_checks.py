@@ -1,0 +1,128 @@
+"""Arguments the models used to accept and then ignore, or fail on later with an internal
+error: each is now refused up front with a message that names it (found by a sweep of the
+public API with awkward input)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sparsegp as sg
+from sparsegp.benchmarking import speed
+
+from .conftest import make_problem
+
+
+def series(T=40, P=2, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(0.3 * rng.normal(size=T))
+    return np.c_[x, -x][:, :P] + 0.05 * rng.normal(size=(T, P))
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("process_noise", [0.1, 0.2, 0.3], "process_noise must be one number or 1 \\(one per state"),
+    ("emission_noise", [0.1, 0.2, 0.3], "emission_noise must be one number or 2 \\(one per output"),
+])
+def test_gpssm_noises_of_the_wrong_length_are_refused(name, value, message):
+    with pytest.raises(ValueError, match=message):
+        sg.GPSSM(series(), state_dim=1, inducing_points=4, **{name: value})
+    ok = sg.GPSSM(series(), state_dim=1, inducing_points=4, **{name: value[:1]})
+    assert np.isfinite(ok.log_marginal_likelihood())
+
+
+def test_gpssm_forecast_needs_two_samples_for_a_variance():
+    m = sg.GPSSM(series(), state_dim=1, inducing_points=4)
+    with pytest.raises(ValueError, match="num_samples must be at least 2"):
+        m.forecast(3, num_samples=1)
+    _, var, _ = m.forecast(3, num_samples=2)
+    assert np.all(np.isfinite(var))
+
+
+def test_gplvm_noise_quadrature_and_empty_predictions_are_checked():
+    Y = np.random.default_rng(1).normal(size=(30, 4))
+    with pytest.raises(ValueError, match="noise_variance must be one number or 4"):
+        sg.BayesianGPLVM(Y, latent_dim=2, inducing_points=5, noise_variance=[0.1, 0.2])
+    for points, message in [(0, "positive integer"), (2.5, "positive integer"),
+                            (1, "between 2 and 64 for latent_dim=2"),
+                            (10**6, "between 2 and 64 for latent_dim=2")]:
+        with pytest.raises(ValueError, match=message):
+            sg.BayesianGPLVM(Y, latent_dim=2, inducing_points=5, quadrature_points=points)
+    m = sg.BayesianGPLVM(Y, latent_dim=2, inducing_points=5, quadrature_points=5)
+    assert np.isfinite(m.log_marginal_likelihood())
+    with pytest.raises(ValueError, match="at least one row"):
+        m.predict(np.zeros((0, 2)))
+
+
+@pytest.mark.parametrize("likelihood", [sg.likelihoods.Gaussian(), sg.likelihoods.Poisson()])
+def test_predict_proba_needs_a_classification_likelihood(likelihood):
+    X, y = make_problem(0, N=30)
+    m = sg.SVGP(X, np.abs(np.round(y)), likelihood=likelihood, inducing_points=5)
+    with pytest.raises(TypeError, match="predict_proba needs a classification likelihood"):
+        m.predict_proba(X[:3])
+
+
+def test_adding_inducing_points_to_a_model_loaded_without_data(tmp_path):
+    X, y = make_problem(1, N=40)
+    sg.SGPR(X, y, inducing_points=5).save(tmp_path / "sgpr.pt")
+    sgpr = sg.load(tmp_path / "sgpr.pt")
+    before = sgpr.predict(X[:3])
+    with pytest.raises(RuntimeError, match="include_data=True"):  # refused, nothing changed
+        sgpr.add_inducing_points(X[:2] + 0.01)
+    assert sgpr.num_inducing == 5
+    np.testing.assert_array_equal(sgpr.predict(X[:3])[0], before[0])
+    sg.SVGP(X, y, inducing_points=5).save(tmp_path / "svgp.pt")
+    svgp = sg.load(tmp_path / "svgp.pt")  # q(u) is the posterior: no data needed
+    mean, var = svgp.predict_f(X[:3])
+    svgp.add_inducing_points(X[:2] + 0.01)
+    assert svgp.num_inducing == 7
+    np.testing.assert_allclose(svgp.predict_f(X[:3])[0], mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(svgp.predict_f(X[:3])[1], var, rtol=1e-8, atol=1e-10)
+
+
+def test_kissgp_takes_one_noise_variance_and_integer_grid_sizes():
+    X, y = make_problem(2, N=60, D=1)
+    with pytest.raises(ValueError, match="KISSGP takes one noise_variance"):
+        sg.KISSGP(X, y, grid_size=20, noise_variance=np.full(60, 0.1))
+    for grid in (2.5, None):
+        with pytest.raises(ValueError, match="grid_size must be an integer"):
+            sg.KISSGP(X, y, grid_size=grid)
+
+
+def test_targets_without_columns_are_refused():
+    X, _ = make_problem(3, N=30)
+    with pytest.raises(ValueError, match="y has no columns"):
+        sg.SGPR(X, np.zeros((30, 0)), inducing_points=5)
+
+
+@pytest.mark.parametrize("make", [
+    lambda X, y, c: sg.SVGP(X, y, inducing_points=5, chunk_size=c),
+    lambda X, y, c: sg.SGPC(X, (y > 0).astype(float), inducing_points=5, chunk_size=c),
+    lambda X, y, c: sg.RFF(X, y, num_features=5, chunk_size=c),
+    lambda X, y, c: sg.BayesianGPLVM(np.c_[y, X], latent_dim=1, inducing_points=5, chunk_size=c),
+    lambda X, y, c: sg.GPSSM(series(), state_dim=1, inducing_points=4, chunk_size=c),
+])
+@pytest.mark.parametrize("chunk_size", [0, 2.5, True])
+def test_every_model_checks_its_chunk_size(make, chunk_size):
+    X, y = make_problem(4, N=30)
+    with pytest.raises(ValueError, match="chunk_size must be a positive integer or None"):
+        make(X, y, chunk_size)
+
+
+@pytest.mark.parametrize("value", ["1", [1.0, "a"], object()])
+def test_a_kernel_parameter_that_is_not_numbers_is_named(value):
+    with pytest.raises(TypeError, match="lengthscale must be a number or an array of numbers"):
+        sg.kernels.SquaredExponential(lengthscale=value)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--device", "nope", "--quick"], "--device 'nope' is not a torch device"),
+    (["--device", "mps", "--quick"], "the benchmarks run on cpu or cuda"),
+    (["--quick", "--out", "{tmp}"], "is a folder"),
+    (["--quick", "--out", "{tmp}/missing/t.md"], "does not exist"),
+] + ([] if torch.cuda.is_available() else
+     [(["--device", "cuda", "--quick"], "this torch has no CUDA device")]))
+def test_benchmark_options_are_checked_before_anything_runs(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        speed.main([a.format(tmp=tmp_path) for a in argv])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
