@@ -9,14 +9,17 @@ F_VFE ≤ log p(y) ≤ U (Titsias 2014): stop once U − F_VFE < tol·(1 + |F_VF
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..diagnostics import ApproximationWarning
 from ..diagnostics.inducing_gain import inducing_gain
 from ..kernels.base import Kernel
 from ..models import SGPR
+from ..validation import positive_int
 
 
 @dataclass
@@ -72,14 +75,16 @@ def select_inducing(
     The Titsias (2014) upper bound stays loose by a term that grows with Σ_n d_n, so a tol of a
     few per cent already means that the bounds have essentially met.
     Returns (model, curve): `curve.num_inducing`, `curve.lower`, `curve.upper` are lists with
-    one entry per step, `curve.gap` [steps].
+    one entry per step, `curve.gap` [steps]. An `ApproximationWarning` says so when it stops
+    with the bounds apart (max_inducing reached, candidates used up, or none improving);
+    copies of an added candidate are not tried again.
 
     Example:
 
         >>> import sparsegp as sg
         >>> X, y = sg.datasets.snelson()
-        >>> model, curve = sg.select_inducing(X, y, max_inducing=15, maxiter=5)
-        >>> type(model).__name__, model.approximation, model.num_inducing <= 15
+        >>> model, curve = sg.select_inducing(X, y, max_inducing=20, maxiter=5)
+        >>> type(model).__name__, model.approximation, model.num_inducing <= 20
         ('SGPR', 'vfe', True)
         >>> len(curve.gap) == len(curve), curve.num_inducing[-1] == model.num_inducing
         (True, True)
@@ -96,8 +101,11 @@ def select_inducing(
         raise ValueError(f"need 1 ≤ initial_inducing ≤ max_inducing; got {model.num_inducing}, "
                          f"{max_inducing}")
     pool = np.asarray(X if candidates is None else candidates, dtype=np.float64)
-    if pool.ndim != 2 or pool.shape[1] != model.input_dim:
-        raise ValueError(f"candidates must have shape [C, {model.input_dim}]; got {pool.shape}")
+    if pool.ndim != 2 or pool.shape[1] != model.input_dim or pool.shape[0] == 0:
+        raise ValueError(f"candidates must have shape [C, {model.input_dim}] with C ≥ 1; got "
+                         f"{pool.shape}")
+    if candidates_per_step is not None:
+        candidates_per_step = positive_int(candidates_per_step, "candidates_per_step")
     rng = np.random.default_rng(seed)
     available = np.ones(pool.shape[0], dtype=bool)
     curve = SelectionCurve()
@@ -125,5 +133,14 @@ def select_inducing(
         if not gain.total[best] > 0.0:
             continue
         model.add_inducing_points(pool[idx[best]][None, :])
+        available &= ~np.all(pool == pool[idx[best]], axis=1)  # its copies add nothing
         curve.record(model, False)
+    if not _converged(curve, tol):
+        why = ("max_inducing reached" if model.num_inducing >= max_inducing else
+               "no candidate improves the bound" if available.any() else "candidates used up")
+        warnings.warn(f"select_inducing stopped at M = {model.num_inducing} ({why}) with the "
+                      f"bounds {curve.upper[-1] - curve.lower[-1]:.3g} nats apart, more than "
+                      f"tol·(1 + |lower|) = {tol * (1 + abs(curve.lower[-1])):.3g}: the "
+                      "approximation is not certified; give more or other candidates, or a "
+                      "larger max_inducing", ApproximationWarning, stacklevel=2)
     return model, curve

@@ -51,8 +51,9 @@ def test_grows_until_the_bounds_meet_on_snelson():
 def test_stops_at_max_inducing_with_a_final_refit_and_uses_given_candidates():
     X, y = make_problem(3, N=60, D=2)
     grid = np.stack(np.meshgrid(np.linspace(-3, 3, 7), np.linspace(-3, 3, 7)), -1).reshape(-1, 2)
-    model, curve = select_inducing(X, y, tol=1e-9, max_inducing=6, candidates=grid,
-                                   initial_inducing=2, maxiter=200)
+    with pytest.warns(sg.ApproximationWarning, match=r"stopped at M = 6 \(max_inducing reached\)"):
+        model, curve = select_inducing(X, y, tol=1e-9, max_inducing=6, candidates=grid,
+                                       initial_inducing=2, maxiter=200)
     assert model.num_inducing == 6 and curve.num_inducing[-1] == 6 and curve.refitted[-1]
     assert curve.num_inducing[:5] == [2, 3, 4, 5, 6]
     added = model.inducing_points[2:]
@@ -68,3 +69,16 @@ def test_rejects_bad_arguments():
         select_inducing(X, y, approximation="fitc")
     with pytest.raises(ValueError, match="candidates"):
         select_inducing(X, y, candidates=np.zeros((5, 3)))
+    with pytest.raises(ValueError, match=r"candidates must have shape \[C, 2\] with C ≥ 1"):
+        select_inducing(X, y, candidates=np.zeros((0, 2)))
+    with pytest.raises(ValueError, match="candidates_per_step must be a positive integer"):
+        select_inducing(X, y, candidates_per_step=0)
+
+
+def test_copies_of_a_candidate_are_added_once_and_an_uncertified_stop_warns():
+    X, y = sg.datasets.snelson()
+    X, y = X[::4], y[::4]
+    with pytest.warns(sg.ApproximationWarning, match="candidates used up.*not certified"):
+        model, curve = select_inducing(X, y, candidates=np.zeros((10, 1)), maxiter=5)
+    assert model.num_inducing == 2 and 0.0 in model.inducing_points  # one copy, not ten
+    assert curve.upper[-1] - curve.lower[-1] > 0.05 * (1 + abs(curve.lower[-1]))
