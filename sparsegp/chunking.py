@@ -6,7 +6,6 @@ chunk so that no N×M matrix is ever alive.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from .config import (
     CUDA_CHUNK_MEMORY_FRACTION,
     CUDA_MIN_CHUNK_ROWS,
 )
+from .validation import positive_int
 
 
 def auto_chunk_size(num_inducing: int, itemsize: int, budget: int | None = None,
@@ -35,10 +35,7 @@ def auto_chunk_size(num_inducing: int, itemsize: int, budget: int | None = None,
 
 def check_chunk_size(chunk_size: Any) -> int | None:
     """A model's `chunk_size` argument: None (from the memory budget) or an int ≥ 1."""
-    if chunk_size is not None and (isinstance(chunk_size, bool)
-                                   or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1):
-        raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}")
-    return None if chunk_size is None else int(chunk_size)
+    return None if chunk_size is None else positive_int(chunk_size, "chunk_size")
 
 
 def chunk_slices(n: int, size: int) -> Iterator[slice]:

@@ -105,7 +105,7 @@ def test_targets_without_columns_are_refused():
 @pytest.mark.parametrize("chunk_size", [0, 2.5, True])
 def test_every_model_checks_its_chunk_size(make, chunk_size):
     X, y = make_problem(4, N=30)
-    with pytest.raises(ValueError, match="chunk_size must be a positive integer or None"):
+    with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
         make(X, y, chunk_size)
 
 
