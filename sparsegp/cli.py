@@ -103,7 +103,7 @@ def _predict(args: argparse.Namespace) -> int:
     from .models.regression import GPModel
 
     model = load(args.model)
-    if not isinstance(model, GPModel) and not hasattr(model, "predict_y"):
+    if not hasattr(model, "predict_y"):
         raise TypeError(f"sparsegp predict takes models of inputs X (regression and "
                         f"classification); a {type(model).__name__} has none: use it from Python")
     # by name when the model has them (metadata["features"]: files written before feature_names)

@@ -45,9 +45,15 @@ class Gaussian(Likelihood):
     def __init__(self, variance: Any = None, quadrature_points: int = quadrature.DEFAULT_POINTS
                  ) -> None:
         super().__init__(quadrature_points)
-        #: `variance=None`: 1.0 here, and var(y)/10 in a model that sees the targets (as SGPR)
-        self.variance_unset = variance is None
+        # `variance=None`: 1.0 here, and a data-based start in a model (`initialise_from_data`)
+        self._unset = {"variance"} if variance is None else set()
         self._add_positive("variance", 1.0 if variance is None else variance, NOISE_FLOOR)
+
+    def initialise_from_data(self, variance: float) -> None:
+        """Give an unset noise variance its starting value (the model's, from its targets)."""
+        if "variance" in self._unset:
+            self.set_value("variance", variance)
+            self._unset.discard("variance")
 
     @property
     def variance(self) -> float | np.ndarray:

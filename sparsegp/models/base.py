@@ -87,6 +87,10 @@ def signal_variance(y: Tensor) -> float:
     return v if v > 0.0 else 1.0
 
 
+#: A noise variance that is not given starts at this fraction of the signal variance.
+NOISE_FRACTION = 0.1
+
+
 def state_key(module: torch.nn.Module) -> tuple:
     """Identity, version, storage, shape, dtype and device of every parameter and buffer:
     any in-place change (optimiser step, `copy_`, index assignment) bumps a version, any
@@ -263,6 +267,13 @@ class Model(Registered, Parameterised, ABC):
     @abstractmethod
     def _objective(self) -> Tensor:
         """The objective being maximised, on the internal (standardised) data."""
+
+    def _target_signal_variance(self) -> float:
+        """The kernel's starting variance for Gaussian targets: var(y − m(X)) of one output,
+        the observed values' variance of several (NaN: missing)."""
+        with torch.no_grad():
+            return signal_variance(self.y[~torch.isnan(self.y)] if self.y.dim() == 2
+                                   else self.y - self.mean(self.X))
 
     def _require_data(self) -> None:
         if self.X is None:

@@ -7,7 +7,6 @@ maximised over q(X), the kernel, the noise and the inducing inputs (in latent sp
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from ..objectives.gplvm import (
     psi_sums,
     uncollapsed_data_term,
 )
-from ..objectives.psi import MAX_NODES, sample_rule
+from ..objectives.psi import MAX_NODES, max_points, sample_rule
 from ..objectives.svgp import whitened_kl
 from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
@@ -279,7 +278,7 @@ def _points_per_dimension(points: Any, Q: int) -> int:
     """Gauss–Hermite points per latent dimension: 2 up to the most whose product rule keeps
     MAX_NODES nodes (None, the default, takes that most, or Monte Carlo beyond it)."""
     points = positive_int(points, "quadrature_points")
-    most = int(math.floor(MAX_NODES ** (1.0 / Q) + 1e-9))
+    most = max_points(Q)
     if not 2 <= points <= most:
         raise ValueError(f"quadrature_points must lie between 2 and {most} for latent_dim={Q} "
                          f"(a product rule of at most {MAX_NODES} nodes; None chooses); got "

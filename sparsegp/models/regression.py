@@ -19,7 +19,7 @@ from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value
 from ..training import FitResult
 from ..validation import as_output_targets, as_targets, target_scale_problems
-from .base import Model, nonzero, signal_variance
+from .base import NOISE_FRACTION, Model, nonzero
 
 
 class GPModel(Model):
@@ -122,12 +122,11 @@ class GPModel(Model):
 
     def _initialise(self, *, noise_variance: Any = None, **arguments: Any) -> None:
         super()._initialise(**arguments)
-        with torch.no_grad():
-            sv = signal_variance(self.y[~torch.isnan(self.y)] if self.y.dim() == 2
-                                 else self.y - self.mean(self.X))
+        sv = self._target_signal_variance()
         self.kernel.initialise_from_data(self.X, sv)
         shape = self.value("noise_variance").shape
-        value = (torch.full(shape, sv / 10.0, dtype=PARAMETER_DTYPE) if noise_variance is None
+        value = (torch.full(shape, NOISE_FRACTION * sv, dtype=PARAMETER_DTYPE)
+                 if noise_variance is None
                  else self._noise_to_internal(noise_variance))
         self.set_value("noise_variance", torch.as_tensor(value, dtype=PARAMETER_DTYPE)
                        .expand(shape).clone())

@@ -27,7 +27,7 @@ from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
 from ..validation import as_output_targets, as_tensor, check_finite, target_scale_problems
-from .base import Model, signal_variance
+from .base import NOISE_FRACTION, Model
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
 
@@ -166,12 +166,9 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         if latent is not None:
             self.mean.initialise_from_data(self.X, latent)
         sv = 1.0
-        if isinstance(self.likelihood, Gaussian) and self.y.dim() == 1:
-            # as SGPR starts: the signal variance var(y − m), an unset noise variance a tenth
-            with torch.no_grad():
-                sv = signal_variance(self.y - self.mean(self.X))
-            if self.likelihood.variance_unset:
-                self.likelihood.variance = sv / 10.0
+        if isinstance(self.likelihood, Gaussian) and self.y.dim() == 1:  # as SGPR starts
+            sv = self._target_signal_variance()
+            self.likelihood.initialise_from_data(NOISE_FRACTION * sv)
         self.kernel.initialise_from_data(self.X, sv)
         if not self.whiten:  # start at the prior, S = Kuu
             with torch.no_grad():

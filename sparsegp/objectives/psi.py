@@ -72,13 +72,19 @@ def _linear(kernel: Linear, Z: Tensor, mu: Tensor, S: Tensor) -> tuple[Tensor, T
     return psi0, mu @ ZV.mT, ZV @ second @ ZV.mT
 
 
+def max_points(Q: int) -> int:
+    """The most Gauss–Hermite points per dimension whose Q-dimensional product rule keeps
+    at most MAX_NODES nodes."""
+    return int(math.floor(MAX_NODES ** (1.0 / Q) + 1e-9))
+
+
 def sample_rule(Q: int, like: Tensor, points: int | None = None) -> tuple[Tensor, Tensor]:
     """Standard-normal nodes [J, Q] and weights [J] (summing to 1) for E over N(0, I_Q):
     the tensor-product Gauss–Hermite rule with `points` per dimension (default: the most
     that keeps J ≤ MAX_NODES, at most 20), or MC_SAMPLES seeded antithetic Monte Carlo
     samples when even 2 per dimension would exceed MAX_NODES."""
     if points is None:
-        points = min(20, int(math.floor(MAX_NODES ** (1.0 / Q) + 1e-9)))
+        points = min(20, max_points(Q))
     if points >= 2 and points**Q <= MAX_NODES:
         z, w = nodes_and_weights(points, like)
         nodes = torch.stack([torch.stack(c) for c in itertools.product(z, repeat=Q)])
