@@ -53,14 +53,12 @@ from ..validation import (
     model_dtype,
 )
 from .classes import MODELS
+from .dtypes import DtypeModule, dtype_name
 from .persistence import save_model
 
 #: The modules a model may own, each rebuilt from its own entry of the config on `load`.
 PARTS: dict[str, Registry] = {"kernel": Kernel.registry, "feature": InducingFeature.registry,
                               "likelihood": Likelihood.registry, "mean": Mean.registry}
-
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
 
 def check_jitter(jitter: Any) -> float:
     if isinstance(jitter, bool) or not isinstance(jitter, numbers.Real) or not (
@@ -101,7 +99,7 @@ def state_key(module: torch.nn.Module) -> tuple:
     )
 
 
-class Model(Registered, Parameterised, ABC):
+class Model(Registered, DtypeModule, ABC):
     """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
 
     registry = MODELS
@@ -136,7 +134,7 @@ class Model(Registered, Parameterised, ABC):
         problems = [] if standardize_X or fixed else input_scale_problems(X)
         y, target_buffers, target_config = self._prepare_targets(y, X.shape[0], device, parts,
                                                                  **arguments)
-        config.update(target_config, dtype=str(dtype).replace("torch.", ""),
+        config.update(target_config, dtype=dtype_name(dtype),
                       input_dim=X.shape[1], num_data=num_data,
                       feature_names=check_feature_names(names, X.shape[1], "the columns of X"))
         problems += self._target_scale_problems(y, target_buffers, **arguments)
@@ -195,7 +193,6 @@ class Model(Registered, Parameterised, ABC):
         # the prior mean m(x) (models saved before means existed have none: zero)
         self.mean = parts.get("mean", Zero()).to(dtype=PARAMETER_DTYPE)
         self._jitter = float(config["jitter"])
-        self._dtype = _DTYPES[config["dtype"]]
         self._num_data = int(config["num_data"])
         D = int(config["input_dim"])
         self.register_buffer("x_shift", torch.zeros(D, dtype=PARAMETER_DTYPE))
@@ -253,11 +250,6 @@ class Model(Registered, Parameterised, ABC):
     @feature_names.setter
     def feature_names(self, names: Any) -> None:
         self._config["feature_names"] = check_feature_names(names, self.input_dim)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The dtype of the heavy work and of the outputs (parameters are float64)."""
-        return self._dtype
 
     @property
     def device(self) -> torch.device:

@@ -31,8 +31,9 @@ from ..objectives.svgp import whitened_kl
 from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
 from ..training import fit_lbfgsb
-from ..validation import as_tensor, check_finite, one_or_per, positive_int
+from ..validation import as_tensor, check_finite, model_dtype, one_or_per, positive_int
 from .base import check_jitter
+from .dtypes import dtype_name
 from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
 
 
@@ -65,8 +66,7 @@ class BayesianGPLVM(LatentInputModel):
                  seed: int = 0, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         device = Y.device if isinstance(Y, Tensor) else torch.device("cpu")
-        dtype = dtype or (Y.dtype if isinstance(Y, Tensor) and Y.is_floating_point()
-                          else torch.float64)
+        dtype = model_dtype(Y, None, dtype)
         Y = outputs(Y)
         N, D = Y.shape
         Q = positive_int(latent_dim, "latent_dim")
@@ -77,7 +77,7 @@ class BayesianGPLVM(LatentInputModel):
             quadrature_points = _points_per_dimension(quadrature_points, Q)
         config = {"num_data": N, "output_dim": D, "latent_dim": Q,
                   "jitter": check_jitter(jitter), "chunk_size": check_chunk_size(chunk_size),
-                  "quadrature_points": quadrature_points, "dtype": str(dtype).replace("torch.", "")}
+                  "quadrature_points": quadrature_points, "dtype": dtype_name(dtype)}
         self._build(config, {"kernel": kernel, "feature": feature})
         self.to(device)
         Y = Y.to(device)

@@ -23,8 +23,16 @@ from ..objectives.gpssm import chain_entropy, coupling, emission_term, entropy, 
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_array
 from ..training.progress import progress_bar
-from ..validation import as_tensor, check_finite, one_or_per, positive_int, seeded_generator
+from ..validation import (
+    as_tensor,
+    check_finite,
+    model_dtype,
+    one_or_per,
+    positive_int,
+    seeded_generator,
+)
 from .base import check_jitter
+from .dtypes import dtype_name
 from .gpssm_gibbs import Emission, PosteriorSamples, particle_gibbs
 from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
 
@@ -65,6 +73,7 @@ class GPSSM(LatentInputModel):
                  jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
                  seed: int = 0, dtype: torch.dtype | None = None) -> None:
         super().__init__()
+        dtype = model_dtype(Y, None, dtype)
         Y = outputs(Y, "Y", 3)
         T, P = Y.shape
         Q = positive_int(state_dim, "state_dim")
@@ -86,7 +95,7 @@ class GPSSM(LatentInputModel):
                   "learn_emission": emission is None, "markov": bool(markov),
                   "jitter": check_jitter(jitter),
                   "chunk_size": check_chunk_size(chunk_size),
-                  "dtype": str(dtype or torch.float64).replace("torch.", "")}
+                  "dtype": dtype_name(dtype)}
         self._build(config, {"kernel": kernel, "feature": feature})
         self.to(Y.device)
         self.y = Y

@@ -27,6 +27,7 @@ from ..training.minibatch import fit_minibatch
 from ..validation import as_tensor, check_finite, positive_int, seeded_generator
 from .base import PARTS, state_key
 from .classes import MODELS
+from .dtypes import DtypeModule
 from .persistence import save_model
 
 
@@ -79,7 +80,7 @@ def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int,
     return InducingPoints.from_data(latent, M, seed=seed)
 
 
-class LatentInputModel(Registered, Parameterised, ABC):
+class LatentInputModel(Registered, DtypeModule, ABC):
     """Base of the random-input models; subclasses give the bound and the optimal q(u)."""
 
     registry = MODELS
@@ -117,11 +118,6 @@ class LatentInputModel(Registered, Parameterised, ABC):
     @property
     def num_inducing(self) -> int:
         return self.feature.num_inducing
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The dtype of the outputs (parameters and the work are float64)."""
-        return {"float32": torch.float32, "float64": torch.float64}[self._config["dtype"]]
 
     def _out(self, t: Tensor) -> np.ndarray:
         """A tensor as a numpy array in the model's dtype."""

@@ -165,12 +165,16 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         self.register_buffer("block_codes", parts.get("block_codes"), persistent=False)
         self._blocking: tuple[Tensor, Blocking] | None = None
         self.chunk_size = config["chunk_size"]
-        # float32 models do the N·M² work in float32 unless told otherwise
-        self.compute_dtype = (_COMPUTE_DTYPES[config["compute_dtype"]]
-                              or (torch.float32 if self.dtype == torch.float32 else None))
         self.feature = parts["feature"]
 
     # -- what users read ------------------------------------------------------------------
+    @property
+    def compute_dtype(self) -> torch.dtype | None:
+        """The dtype of the N·M² work: `compute_dtype=` if given, else float32 for float32
+        models (None: the model's dtype)."""
+        return (_COMPUTE_DTYPES[self._config["compute_dtype"]]
+                or (torch.float32 if self.dtype == torch.float32 else None))
+
     @property
     def approximation(self) -> str:
         return self._family.name
