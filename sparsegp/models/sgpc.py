@@ -39,7 +39,7 @@ class SGPC(InducingMixin, Model):
     energy's unbiased minibatch estimate (`minibatch_energy`). Updates that would make a site
     precision negative (or whose cavity is invalid) are skipped and counted in `fit().info`.
     Shapes: X [N, D], y [N] -> `predict_proba(Xnew [N*, D])` P(`y*` = 1) `[N*]`, `predict` labels
-    `[N*]` (numpy, in the training labels' convention).
+    `[N*]` (numpy, in the training labels' convention: 0/1, ±1 or bool).
 
     Example:
 
@@ -98,7 +98,10 @@ class SGPC(InducingMixin, Model):
         labels = parts["likelihood"].check_targets(t.to(PARAMETER_DTYPE))
         if isinstance(parts["likelihood"], Bernoulli):
             parts["likelihood"].require_both_classes(labels)
-        classes = [-1, 1] if bool((t < 0).any()) else [0, 1]  # the labels' convention
+        # the labels' convention: bool labels predict as bools, ±1 as ±1, else 0/1
+        boolean = (y.dtype == torch.bool if isinstance(y, Tensor)
+                   else np.asarray(y).dtype == np.bool_)
+        classes = [False, True] if boolean else [-1, 1] if bool((t < 0).any()) else [0, 1]
         return labels, {}, {"classes": classes}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:

@@ -90,6 +90,19 @@ def test_minus_one_plus_one_labels_and_the_stochastic_schedule():
     assert np.mean(clf.predict(X) == 2 * y - 1) > 0.7
 
 
+def test_bool_labels_predict_as_bools_and_give_the_same_fit_as_zero_one_labels(tmp_path):
+    X, y = banana(120, 3)
+    as_bool, as_int = (sg.SGPC(X, labels, inducing_points=10) for labels in (y > 0.5, y))
+    for clf in (as_bool, as_int):
+        clf.fit(maxiter=2, inner_maxiter=5)
+    np.testing.assert_array_equal(as_bool.predict_proba(X), as_int.predict_proba(X))
+    predicted = as_bool.predict(X)
+    assert predicted.dtype == np.bool_ and as_bool.classes == [False, True]
+    np.testing.assert_array_equal(predicted, as_int.predict(X) == 1)
+    as_bool.save(tmp_path / "c")
+    assert sg.load(tmp_path / "c").predict(X[:5]).dtype == np.bool_
+
+
 class _Broken(sg.likelihoods.Bernoulli):
     """Tilted moments with a positive second derivative for every third point."""
 
