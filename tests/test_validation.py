@@ -67,7 +67,7 @@ def test_sgpr_specific_errors():
         SGPR(inducing_points=True)
     with pytest.raises(ValueError, match="inducing_init"):
         SGPR(inducing_init="greedy")
-    with pytest.raises(ValueError, match="only 1 distinct rows"):
+    with pytest.raises(ValueError, match="only 1 of the data points are distinct"):
         sg.SGPR(np.ones((10, 2)), np.arange(10.0), inducing_points=3)
     with pytest.raises(ValueError, match="approximation must be one of"):
         SGPR(approximation="sor")

@@ -241,8 +241,46 @@ def test_default_inducing_points_on_repeated_measurements_fit(model):
     m.fit(maxiter=5) if model != "SVGP" else m.fit(epochs=2)
     mean = m.predict_y(X[:4])[0] if model != "SGPR" else m.predict(X[:4])[0]
     assert np.all(np.isfinite(mean))
-    with pytest.raises(ValueError, match="only 4 distinct rows"):  # an explicit M is kept
+    with pytest.raises(ValueError, match="only 4 of the data points are distinct"):  # explicit M kept
         getattr(sg, model)(X, targets, inducing_points=5)
+
+
+def binary_rectangles(N=120, seed=0):
+    """N 8×8 binary images of rectangle outlines: few distinct 3×3 patches."""
+    rng = np.random.default_rng(seed)
+    images, labels = np.zeros((N, 8, 8)), rng.integers(0, 2, N)
+    for i in range(N):
+        a, b = rng.integers(0, 4, 2)
+        images[i, a:a + 4, b] = 1.0
+        images[i, a, b:b + 3 + labels[i]] = 1.0
+    return images.reshape(N, 64), labels
+
+
+@pytest.mark.parametrize("model", ["SVGP", "SGPC"])
+def test_default_inducing_patches_of_binary_images_fit(model):
+    X, labels = binary_rectangles()
+    k = sg.kernels.Convolutional(sg.kernels.SquaredExponential(), image_shape=(8, 8),
+                                 patch_shape=(3, 3))
+    distinct = len(np.unique(k.patches(torch.as_tensor(X)).reshape(-1, 9).numpy(), axis=0))
+    assert distinct < 100  # the default M = min(N, 100) used to fail: "X has only 25 ..."
+    extra = {"likelihood": sg.likelihoods.Bernoulli()} if model == "SVGP" else {}
+    m = getattr(sg, model)(X, labels, kernel=k, **extra)
+    assert m.num_inducing == distinct
+    m.fit(maxiter=3) if model == "SGPC" else m.fit(epochs=2)
+    assert np.all(np.isfinite(m.predict_proba(X[:5])))
+    with pytest.raises(ValueError, match=f"only {distinct} of the patches of the images are "
+                                         "distinct"):
+        getattr(sg, model)(X, labels, kernel=k, inducing_points=distinct + 1, **extra)
+
+
+def test_random_input_models_on_repeated_rows_start_with_distinct_inducing_points():
+    rng = np.random.default_rng(2)
+    Y = np.repeat(rng.normal(size=(4, 3)), 10, axis=0)  # 40 rows, 4 distinct
+    lvm = sg.BayesianGPLVM(Y, 1, X_mean=np.repeat(np.arange(4.0), 10)[:, None])
+    assert lvm.num_inducing == 4  # min(N, 30) capped at the distinct starting latents
+    assert np.isfinite(float(lvm.elbo()))
+    with pytest.raises(ValueError, match="only 4 of the starting latent points"):
+        sg.BayesianGPLVM(Y, 1, X_mean=np.repeat(np.arange(4.0), 10)[:, None], inducing_points=5)
 
 
 def test_svgp_warns_about_badly_scaled_targets_and_names_what_it_takes():

@@ -45,7 +45,8 @@ class InducingPoints(PointSet):
         return type(self)(torch.cat([self.Z.detach(), Z.to(self.Z)], 0))
 
     @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++"
-                  ) -> InducingPoints:
-        """M inputs chosen from X by seeded k-means++ (or `method="random"` rows)."""
-        return cls(initial_inducing_inputs(X, num_inducing, method, seed))
+    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
+                  at_most: bool = False) -> InducingPoints:
+        """M inputs chosen from X by seeded k-means++ (or `method="random"` rows); with
+        `at_most=True`, no more than X has distinct rows."""
+        return cls(initial_inducing_inputs(X, num_inducing, method, seed, at_most=at_most))

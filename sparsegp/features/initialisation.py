@@ -24,10 +24,12 @@ def nearest(X: Tensor, C: Tensor) -> Tensor:
     return out
 
 
-def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10) -> Tensor:
+def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10, *,
+                     rows: str = "data points") -> Tensor:
     """M centres: k-means++ D² seeding (Arthur & Vassilvitskii 2007), then Lloyd iterations.
 
-    Shapes: X [N, D] -> [M, D]. Deterministic for a given seed.
+    Shapes: X [N, D] -> [M, D]. Deterministic for a given seed. `rows` names X's rows (plural)
+    in the error for fewer than M distinct rows.
     """
     g = seeded_generator(seed)
     Xc = X.detach().cpu()
@@ -38,8 +40,8 @@ def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10) -> 
         total = float(d2.sum())
         if total <= 0.0:
             raise ValueError(
-                f"X has only {k} distinct rows: cannot place {M} distinct inducing inputs "
-                f"(pass inducing_points ≤ {k})"
+                f"only {k} of the {rows} are distinct: cannot place {M} distinct inducing "
+                f"inputs (pass inducing_points ≤ {k})"
             )
         i = int(torch.multinomial(d2 / total, 1, generator=g))
         idx.append(i)
@@ -69,22 +71,29 @@ def random_subset(X: Tensor, M: int, seed: int = 0) -> Tensor:
     return X[idx.to(X.device)].detach().clone()
 
 
-def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int = 0) -> Tensor:
-    """M inducing inputs [M, D] chosen from the rows of X [N, D] by `method` (seeded)."""
+def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int = 0, *,
+                            at_most: bool = False, rows: str = "data points") -> Tensor:
+    """M inducing inputs [M, D] chosen from the rows of X [N, D] by `method` (seeded).
+
+    `at_most=True`: M is an upper bound, lowered to the number of distinct rows of X (the
+    models' default M: repeated measurements or binary images' patches have few). `rows`
+    names X's rows (plural) in the errors."""
     X = as_inputs(X, "X")
     if isinstance(M, bool) or not isinstance(M, numbers.Integral):
         raise TypeError(f"the number of inducing variables must be an int; got {M!r}")
     M, N = int(M), X.shape[0]
+    if at_most and M >= 1:
+        M = min(M, distinct_rows(X))
     if M < 1:
         raise ValueError(f"inducing_points must be at least 1; got {M}")
     if M > N:
-        raise ValueError(f"inducing_points={M} exceeds the number of data points N={N}; choose "
+        raise ValueError(f"inducing_points={M} exceeds the number of {rows} N={N}; choose "
                          "M ≤ N (or pass an array of inducing inputs)")
     if method not in INIT_METHODS:
         raise ValueError(f"inducing_init must be one of {INIT_METHODS}; got {method!r}")
     if method == "random":
         return random_subset(X, M, seed)
-    return kmeans_plus_plus(X, M, seed)
+    return kmeans_plus_plus(X, M, seed, rows=rows)
 
 
 def cluster_spreads(X: Tensor, C: Tensor, floor_fraction: float = 1e-2) -> Tensor:

@@ -47,10 +47,11 @@ class InducingPatches(PointSet):
 
     @classmethod
     def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
-                  kernel: Any = None) -> InducingPatches:
+                  kernel: Any = None, at_most: bool = False) -> InducingPatches:
         """M patches chosen by `method` (seeded k-means++ or random) among the patches of the
         images X [N, H·W·C] that `kernel` (a `kernels.Convolutional`) cuts out, at most
-        MAX_PATCHES_FOR_INIT of them (a seeded random subset)."""
+        MAX_PATCHES_FOR_INIT of them (a seeded random subset); with `at_most=True`, no more
+        than those patches have distinct values (binary images have few)."""
         if kernel is None or not hasattr(kernel, "patches"):
             raise TypeError("InducingPatches.from_data needs kernel=<a Convolutional kernel> to "
                             "cut patches out of the images")
@@ -59,7 +60,9 @@ class InducingPatches(PointSet):
         if patches.shape[0] > MAX_PATCHES_FOR_INIT:
             g = seeded_generator(seed)
             patches = patches[torch.randperm(patches.shape[0], generator=g)[:MAX_PATCHES_FOR_INIT]]
-        return cls._from_patches(initial_inducing_inputs(patches, num_inducing, method, seed), kernel)
+        Z = initial_inducing_inputs(patches, num_inducing, method, seed, at_most=at_most,
+                                    rows="patches of the images")
+        return cls._from_patches(Z, kernel)
 
     @classmethod
     def _from_patches(cls, Z: Tensor, kernel: Any) -> InducingPatches:

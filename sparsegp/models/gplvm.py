@@ -72,7 +72,8 @@ class BayesianGPLVM(LatentInputModel):
         Q = positive_int(latent_dim, "latent_dim")
         kernel = checked_kernel(kernel, Q)
         mu = pca_latents(Y, Q, seed) if X_mean is None else self._latent(X_mean, "X_mean", N, Q)
-        feature = inducing_inputs(inducing_points, mu, Q, min(N, 30), seed, "rows of Y")
+        feature = inducing_inputs(inducing_points, mu, Q, min(N, 30), seed,
+                                  "starting latent points (rows of Y)")
         if quadrature_points is not None:
             quadrature_points = _points_per_dimension(quadrature_points, Q)
         config = {"num_data": N, "output_dim": D, "latent_dim": Q,

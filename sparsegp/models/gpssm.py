@@ -90,7 +90,7 @@ class GPSSM(LatentInputModel):
             d = torch.zeros_like(Y[0])
             mu = torch.linalg.lstsq(C, Y.mT).solution.mT  # least-squares states
         feature = inducing_inputs(inducing_points, mu[:-1], Q, min(T - 1, 20), seed,
-                                  "transitions")
+                                  "starting latent states (transitions)")
         config = {"num_steps": T, "output_dim": P, "state_dim": Q,
                   "learn_emission": emission is None, "markov": bool(markov),
                   "jitter": check_jitter(jitter),

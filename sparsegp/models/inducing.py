@@ -12,7 +12,6 @@ from torch import Tensor
 from .. import covariances as cov
 from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
-from ..features.initialisation import distinct_rows
 from ..features.patches import InducingPatches, MultiChannelPatches
 from ..features.separate import Separate as SeparateFeatures
 from ..features.stacked import Stacked
@@ -30,11 +29,13 @@ DEFAULT_NUM_INDUCING = 100
 
 
 def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Tensor,
-                    x_scale: Tensor, method: str, seed: int) -> InducingFeature:
+                    x_scale: Tensor, method: str, seed: int, at_most: bool = False
+                    ) -> InducingFeature:
     """The model's feature (internal units) from `inducing_points`: an int M (M inputs chosen
     from X by `method`; M inducing patches cut from the images for a convolutional kernel),
     an array [M, D] in the units of X, a registered feature object in the units of X, or None
-    (min(N, 100) inducing points, and no more than X has distinct rows)."""
+    (min(N, 100) inducing variables, and no more than X has distinct rows — distinct patches
+    for a convolutional kernel; `at_most=True` caps an int M so too)."""
     if kernel.input_dim is not None and kernel.input_dim != X.shape[1]:
         raise ValueError(f"X has {X.shape[1]} columns but the kernel {type(kernel).__name__} "
                          f"requires {kernel.input_dim}")
@@ -44,9 +45,7 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
                         "column (image pixels shared across patch positions), so per-column "
                         "standardize_X=True does not apply; scale the inputs yourself")
     if inducing_points is None:
-        inducing_points = min(X.shape[0], DEFAULT_NUM_INDUCING)
-        if kernel.input_dim is None:  # inducing points, not patches of images
-            inducing_points = min(inducing_points, distinct_rows(X))
+        inducing_points, at_most = min(X.shape[0], DEFAULT_NUM_INDUCING), True
     kernels = separate_parts(kernel)
     if kernels is not None:  # one feature per output, from one spec each (or a shared one)
         if isinstance(inducing_points, SeparateFeatures):
@@ -60,7 +59,7 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
         if len(specs) != len(kernels):
             raise ValueError(f"inducing_points: {len(specs)} features for {len(kernels)} "
                              "kernels: give one per output")
-        return SeparateFeatures([resolve_feature(z, k, X, x_shift, x_scale, method, seed)
+        return SeparateFeatures([resolve_feature(z, k, X, x_shift, x_scale, method, seed, at_most)
                                  for z, k in zip(specs, kernels)])
     if isinstance(inducing_points, InducingFeature):
         if cov.input_dim(inducing_points, kernel) != X.shape[1]:
@@ -72,7 +71,7 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
         raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing feature "
                         f"(sparsegp.features); got {inducing_points!r}")
     elif isinstance(inducing_points, numbers.Integral):
-        feature = default_feature(kernel, X, int(inducing_points), method, seed)
+        feature = default_feature(kernel, X, int(inducing_points), method, seed, at_most)
     else:
         if not hasattr(inducing_points, "__len__") and not hasattr(inducing_points, "shape"):
             raise TypeError("inducing_points must be an int M, an array [M, D] or an inducing "
@@ -84,16 +83,18 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
     return feature
 
 
-def default_feature(kernel: Kernel, X: Tensor, M: int, method: str, seed: int) -> InducingFeature:
+def default_feature(kernel: Kernel, X: Tensor, M: int, method: str, seed: int,
+                    at_most: bool = False) -> InducingFeature:
     """M inducing variables chosen from X for `kernel`: inducing patches for a convolutional
     kernel; for a sum with a convolutional part, a separate set of M for every part
-    (van der Wilk 2018, §5.7.2); inducing points otherwise."""
+    (van der Wilk 2018, §5.7.2); inducing points otherwise. `at_most`: no more than the
+    distinct rows (patches) each set is chosen from."""
     if isinstance(kernel, Convolutional):
         cls = MultiChannelPatches if kernel.multichannel else InducingPatches
-        return cls.from_data(X, M, seed=seed, method=method, kernel=kernel)
+        return cls.from_data(X, M, seed=seed, method=method, kernel=kernel, at_most=at_most)
     if isinstance(kernel, Sum) and any(isinstance(k, Convolutional) for k in kernel.kernels):
-        return Stacked([default_feature(k, X, M, method, seed) for k in kernel.kernels])
-    return InducingPoints.from_data(X, M, seed=seed, method=method)
+        return Stacked([default_feature(k, X, M, method, seed, at_most) for k in kernel.kernels])
+    return InducingPoints.from_data(X, M, seed=seed, method=method, at_most=at_most)
 
 
 class InducingMixin(_MixinBase):

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from ..config import PARAMETER_DTYPE
 from ..covariances import Kuu_cholesky
 from ..features.inducing_points import InducingPoints
+from ..features.initialisation import initial_inducing_inputs
 from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, optimal_q
@@ -67,7 +68,7 @@ def checked_kernel(kernel: Any, Q: int) -> Kernel:
 def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int, rows: str
                     ) -> InducingPoints:
     """Inducing points in a latent space: given [M, Q], or M (default `default`) chosen from
-    the starting latent points [N, Q] by seeded k-means++."""
+    the starting latent points [N, Q] by seeded k-means++ (`rows` names them in errors)."""
     if isinstance(value, Tensor | np.ndarray | list):
         feature = InducingPoints(value)
         if feature.input_dim != Q:
@@ -75,9 +76,9 @@ def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int,
                              f"got {feature.input_dim}")
         return feature
     M = positive_int(default if value is None else value, "inducing_points")
-    if M > latent.shape[0]:
-        raise ValueError(f"inducing_points = {M} is more than the {latent.shape[0]} {rows}")
-    return InducingPoints.from_data(latent, M, seed=seed)
+    # the default is capped at the distinct starting points (repeated rows of Y share one)
+    return InducingPoints(initial_inducing_inputs(latent, M, seed=seed, at_most=value is None,
+                                                  rows=rows))
 
 
 class LatentInputModel(Registered, DtypeModule, ABC):

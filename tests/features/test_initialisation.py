@@ -30,7 +30,7 @@ def test_kmeans_with_duplicated_data_and_too_few_distinct_points():
     X = torch.as_tensor(np.repeat(np.arange(5.0)[:, None], 10, axis=0))
     C = kmeans_plus_plus(X, 5, 0)
     assert sorted(C[:, 0].tolist()) == [0.0, 1.0, 2.0, 3.0, 4.0]
-    with pytest.raises(ValueError, match="only 5 distinct rows"):
+    with pytest.raises(ValueError, match="only 5 of the data points are distinct"):
         kmeans_plus_plus(X, 6, 0)
 
 

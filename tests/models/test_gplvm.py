@@ -123,7 +123,7 @@ def test_pca_initialisation_and_given_starting_values():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"latent_dim": 0}, "latent_dim must be a positive integer"),
-    ({"inducing_points": 100}, "more than the 60 rows"),
+    ({"inducing_points": 100}, r"number of starting latent points \(rows of Y\) N=60"),
     ({"inducing_points": np.zeros((5, 3))}, "must have 2 columns"),
     ({"X_mean": np.zeros((60, 3))}, r"X_mean must have shape \(60, 2\)"),
     ({"X_variance": -np.ones((60, 2))}, "X_variance must be finite and greater"),

@@ -202,7 +202,7 @@ def test_particle_gibbs_samples_the_states_and_the_transition(kink_model):
 @pytest.mark.parametrize("kwargs, message", [
     ({"state_dim": 0}, "state_dim must be a positive integer"),
     ({"emission": [[1.0, 2.0]]}, r"emission must be a matrix C of shape \(1, 1\)"),
-    ({"inducing_points": 50}, "more than the 29 transitions"),
+    ({"inducing_points": 50}, r"number of starting latent states \(transitions\) N=29"),
     ({"inducing_points": np.zeros((3, 2))}, "must have 1 columns"),
 ])
 def test_bad_arguments_are_named(kwargs, message):
