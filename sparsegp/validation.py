@@ -165,6 +165,15 @@ def positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def positive_float(value: Any, name: str) -> float:
+    """`value` as a finite float > 0 (a step size, a learning rate), or a ValueError naming
+    `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            np.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"{name} must be a positive number; got {value!r}")
+    return float(value)
+
+
 def one_or_per(value: Any, n: int, name: str, per: str) -> Any:
     """`value` unchanged if it is one number or `n` of them (one per `per`), else a ValueError
     naming `name` (a model must not fit with values it silently ignores)."""

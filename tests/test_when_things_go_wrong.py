@@ -238,7 +238,7 @@ def test_default_inducing_points_on_repeated_measurements_fit(model):
     m = getattr(sg, model)(X, targets)
     assert m.num_inducing == 4  # min(N, 100) capped at the distinct inputs
     assert sorted(m.inducing_points[:, 0]) == [0.0, 1.0, 2.0, 4.0]
-    m.fit(maxiter=5) if model != "SVGP" else m.fit(epochs=2)
+    m.fit(maxiter=5)
     mean = m.predict_y(X[:4])[0] if model != "SGPR" else m.predict(X[:4])[0]
     assert np.all(np.isfinite(mean))
     with pytest.raises(ValueError, match="only 4 of the data points are distinct"):  # explicit M kept
@@ -303,8 +303,9 @@ def test_a_seed_that_is_not_an_integer_is_named(seed):
     X, y = make_problem(8, N=40)
     with pytest.raises(TypeError, match="seed must be an integer"):
         sg.SGPR(X, y, inducing_points=5, seed=seed)
-    with pytest.raises(TypeError, match="seed must be an integer"):
-        sg.SVGP(X, y, inducing_points=5).fit(batch_size=10, epochs=1, seed=seed)
+    if seed is not None:  # fit(seed=None) is the default seed of the minibatches
+        with pytest.raises(TypeError, match="seed must be an integer"):
+            sg.SVGP(X, y, inducing_points=5).fit(batch_size=10, epochs=1, seed=seed)
 
 
 def test_numpy_integer_seeds_are_seeds():
@@ -335,11 +336,53 @@ def test_zero_epochs_batches_or_a_wrong_tolerance_are_named(fit, name):
 def test_maxiter_of_minibatch_training_is_not_silently_ignored():
     X, y = make_problem(10, N=40)
     m = sg.SVGP(X, (y > 0).astype(float), likelihood=sg.likelihoods.Bernoulli(), inducing_points=5)
-    with pytest.warns(UserWarning, match="maxiter=5 applies to the full-batch"):
+    with pytest.warns(UserWarning, match="maxiter applies only to the full-batch .* because of "
+                                         "a non-Gaussian likelihood"):
         m.fit(maxiter=5, epochs=1)
+    mixing = sg.SVGP(X, np.stack([y, -y], 1), inducing_points=5, mixing=np.ones((2, 1)))
+    with pytest.warns(UserWarning, match="because of a mixing matrix"):
+        mixing.fit(maxiter=5, epochs=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the full-batch fit takes it quietly
         sg.SVGP(X, y, inducing_points=5).fit(maxiter=5)
+
+
+@pytest.mark.parametrize(("fit", "unused"), [
+    # a Gaussian SVGP without batch_size fits by L-BFGS-B: `epochs=2` used to run 1000
+    # L-BFGS-B iterations in silence
+    (lambda X, y, b: sg.SVGP(X, y, inducing_points=5).fit(epochs=2, lr=0.1, maxiter=3),
+     "epochs, lr apply only to minibatch training"),
+    (lambda X, y, b: sg.SGPC(X, b, inducing_points=5).fit(epochs=2, batch_size=10, maxiter=1),
+     'batch_size, epochs apply only to schedule="stochastic"'),
+    (lambda X, y, b: sg.SGPC(X, b, inducing_points=5).fit(schedule="stochastic", epochs=1,
+                                                          inner_maxiter=3, tol=1e-3),
+     'tol, inner_maxiter apply only to schedule="full"'),
+    (lambda X, y, b: sg.BayesianGPLVM(np.c_[X, y], 1).fit(maxiter=2, gamma=0.5),
+     "gamma applies only to minibatch training"),
+    (lambda X, y, b: sg.GPSSM(np.c_[X, y], 1).fit(batch_size=10, epochs=1, maxiter=3),
+     "maxiter applies only to the full-batch"),
+])
+def test_options_of_the_other_way_of_training_are_named_not_ignored(fit, unused):
+    X, y = make_problem(11, N=40)
+    with pytest.warns(UserWarning, match=unused):
+        result = fit(X, y, (y > 0).astype(float))
+    assert np.isfinite(result.objective)
+
+
+@pytest.mark.parametrize(("fit", "name"), [
+    (lambda X, y, b: sg.SVGP(X, y, inducing_points=5).fit(batch_size=10, epochs=1, lr=-1), "lr"),
+    (lambda X, y, b: sg.SVGP(X, y, inducing_points=5).fit(batch_size=10, epochs=1,
+                                                          gamma=0.0), "gamma"),
+    (lambda X, y, b: sg.SVGP(X, y, inducing_points=5).fit(batch_size=10, epochs=1,
+                                                          lr=float("nan")), "lr"),
+    (lambda X, y, b: sg.SGPC(X, b, inducing_points=5).fit(schedule="stochastic", lr=0), "lr"),
+    (lambda X, y, b: sg.KISSGP(X[:, :1], y).fit(lr=-0.1), "lr"),
+    (lambda X, y, b: sg.BayesianGPLVM(np.c_[X, y], 1).fit(batch_size=10, lr="fast"), "lr"),
+])
+def test_a_step_size_that_is_not_positive_is_named(fit, name):
+    X, y = make_problem(12, N=40)
+    with pytest.raises(ValueError, match=f"^{name} must be a positive number"):
+        fit(X, y, (y > 0).astype(float))
 
 
 def test_log_densities_check_ynew_like_y():

@@ -25,6 +25,7 @@ from ..registry import Registered
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.minibatch import fit_minibatch
+from ..training.options import warn_unused
 from ..validation import as_tensor, check_finite, positive_int, seeded_generator
 from .base import PARTS, state_key
 from .classes import MODELS
@@ -163,22 +164,30 @@ class LatentInputModel(Registered, DtypeModule, ABC):
         """Minus (bound + log priors), differentiable: what `fit()` minimises."""
         return -(self.elbo() + self.log_prior())
 
-    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
-            callback: Any = None, *, batch_size: int | None = None, epochs: int | None = None,
-            lr: float = 0.01, natgrad: bool = True, gamma: float | None = None, seed: int = 0
+    def fit(self, maxiter: int | None = None, tol: float | None = None,
+            progress: bool | None = None, callback: Any = None, *,
+            batch_size: int | None = None, epochs: int | None = None, lr: float | None = None,
+            natgrad: bool = True, gamma: float | None = None, seed: int | None = None
             ) -> FitResult:
         """Maximise the bound over the variational parameters and the hyperparameters.
 
-        `batch_size=None`: q(u) collapsed, L-BFGS-B (`maxiter`, `tol`). Otherwise minibatches
-        of `batch_size` rows (GP-LVM) or transitions (GPSSM) with an explicit q(u) started at
-        the collapsed optimum: natural-gradient steps of size `gamma` on it with `natgrad`,
-        Adam (`lr`) on everything else, for `epochs` (default ~2,000 steps). Either way the
-        posterior afterwards uses the optimal q(u) given the fitted state."""
+        `batch_size=None`: q(u) collapsed, L-BFGS-B (`maxiter`, default 1000; `tol`).
+        Otherwise minibatches of `batch_size` rows (GP-LVM) or transitions (GPSSM) with an
+        explicit q(u) started at the collapsed optimum: natural-gradient steps of size `gamma`
+        on it with `natgrad`, Adam (`lr`, default 0.01) on everything else, for `epochs`
+        (default ~2,000 steps; batches drawn with `seed`, default 0). Options of the way not
+        taken give a warning that names them. Either way the posterior afterwards uses the
+        optimal q(u) given the fitted state."""
         self._require_data()
         if batch_size is None:
+            warn_unused({"epochs": epochs, "lr": lr, "gamma": gamma, "seed": seed},
+                        "minibatch training (batch_size given)",
+                        "full-batch L-BFGS-B on the collapsed bound (`maxiter`)")
             with threads_for(self.evaluation_work()):
-                return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
-                                  callback=callback)
+                return fit_lbfgsb(self, maxiter=1000 if maxiter is None else maxiter, tol=tol,
+                                  progress=progress, callback=callback)
+        warn_unused({"maxiter": maxiter, "tol": tol}, "the full-batch L-BFGS-B fit (no "
+                    "batch_size)", "minibatch training (`epochs` sets its length)")
         share = min(1.0, batch_size / max(1, self._config.get("num_data", batch_size)))
         with threads_for(self.evaluation_work() * share):
             return fit_minibatch(self._minibatches(), batch_size, epochs, lr, natgrad, gamma,

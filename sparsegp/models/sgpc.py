@@ -22,6 +22,7 @@ from ..posteriors import SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult
 from ..training import ep as schedules
+from ..training.options import DEFAULT_LR, warn_unused
 from ..validation import as_tensor, check_finite
 from .base import Model
 from .inducing import InducingMixin, resolve_feature
@@ -181,29 +182,45 @@ class SGPC(InducingMixin, Model):
             return schedules.site_sweeps(self, max_sweeps, tol, batch)
 
     # `tol` is the EP energy's tolerance (a number, not L-BFGS-B's optional one); EP's own options
-    def fit(self, maxiter: int = 20, tol: float = 1e-6, progress: bool | None = None,  # type: ignore[override]
-            callback: Any = None, *, schedule: str = "full", inner_maxiter: int = 50,
-            max_sweeps: int = 200, batch_size: int = 256, epochs: int = 50, lr: float = 0.01,
-            sweeps_per_batch: int = 2, seed: int = 0, refresh_every: int | None = None
-            ) -> FitResult:
+    def fit(self, maxiter: int | None = None, tol: float | None = None,
+            progress: bool | None = None, callback: Any = None, *, schedule: str = "full",
+            inner_maxiter: int | None = None, max_sweeps: int | None = None,
+            batch_size: int | None = None, epochs: int | None = None, lr: float | None = None,
+            sweeps_per_batch: int | None = None, seed: int | None = None,
+            refresh_every: int | None = None) -> FitResult:
         """Alternate site updates and hyperparameter steps; see the class docstring.
 
-        Full schedule: up to `maxiter` rounds of (sweeps to convergence, then L-BFGS-B for
-        `inner_maxiter` iterations), until the energy changes by less than `tol`·(1 + |F|).
-        Stochastic schedule: `epochs` passes over minibatches of `batch_size` sites; q(u)'s
-        sums over all the sites are kept running and recomputed every `refresh_every` steps
-        (default: as often as the steps' own cost allows, at most every 10 steps).
+        Full schedule: up to `maxiter` (20) rounds of (sweeps to convergence, at most
+        `max_sweeps` (200), then L-BFGS-B for `inner_maxiter` (50) iterations), until the
+        energy changes by less than `tol` (1e-6)·(1 + |F|).
+        Stochastic schedule: `epochs` (50) passes over minibatches of `batch_size` (256)
+        sites, `sweeps_per_batch` (2) sweeps of a batch's sites before each Adam step (`lr`,
+        0.01; batches drawn with `seed`, 0); q(u)'s sums over all the sites are kept running
+        and recomputed every `refresh_every` steps (default: as often as the steps' own cost
+        allows, at most every 10 steps). Options of the other schedule give a warning.
         Ctrl-C stops either at the last accepted state; the result says it was interrupted.
         """
         self._require_data()
+        full = {"maxiter": maxiter, "tol": tol, "callback": callback,
+                "inner_maxiter": inner_maxiter, "max_sweeps": max_sweeps}
+        stochastic = {"batch_size": batch_size, "epochs": epochs, "lr": lr,
+                      "sweeps_per_batch": sweeps_per_batch, "seed": seed,
+                      "refresh_every": refresh_every}
         if schedule == "full":
+            warn_unused(stochastic, 'schedule="stochastic"', 'the full schedule')
             with threads_for(self.evaluation_work()):
-                return schedules.fit_full(self, maxiter, tol, progress, callback, inner_maxiter,
-                                          max_sweeps)
+                return schedules.fit_full(
+                    self, 20 if maxiter is None else maxiter, 1e-6 if tol is None else tol,
+                    progress, callback, 50 if inner_maxiter is None else inner_maxiter,
+                    200 if max_sweeps is None else max_sweeps)
         if schedule == "stochastic":
+            warn_unused(full, 'schedule="full"', 'the stochastic schedule')
             with threads_for(self.evaluation_work()):
-                return schedules.fit_stochastic(self, batch_size, epochs, lr, sweeps_per_batch,
-                                                seed, progress, refresh_every)
+                return schedules.fit_stochastic(
+                    self, 256 if batch_size is None else batch_size,
+                    50 if epochs is None else epochs, DEFAULT_LR if lr is None else lr,
+                    2 if sweeps_per_batch is None else sweeps_per_batch,
+                    0 if seed is None else seed, progress, refresh_every)
         raise ValueError(f"schedule must be 'full' or 'stochastic'; got {schedule!r}")
 
     # -- persistence ----------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Any, cast
 
 import numpy as np
@@ -26,6 +25,7 @@ from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
+from ..training.options import warn_unused
 from ..validation import as_output_targets, as_tensor, check_finite, target_scale_problems
 from .base import NOISE_FRACTION, Model
 from .coregional import CoregionalMixin, mixing_matrix
@@ -253,10 +253,10 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                                      self.q_mu, self.q_sqrt, gamma)
 
     # minibatch options first: SVGP trains by other means than the L-BFGS-B of Model.fit
-    def fit(self, *, batch_size: int | None = None, epochs: int | None = None, lr: float = 0.01,  # type: ignore[override]
-            natgrad: bool = True, gamma: float | None = None, maxiter: int | None = None,
-            data: Any = None, progress: bool | None = None, seed: int = 0,
-            callback: Any = None) -> FitResult:
+    def fit(self, *, batch_size: int | None = None, epochs: int | None = None,  # type: ignore[override]
+            lr: float | None = None, natgrad: bool = True, gamma: float | None = None,
+            maxiter: int | None = None, data: Any = None, progress: bool | None = None,
+            seed: int | None = None, callback: Any = None) -> FitResult:
         """Train; every argument has a default that works for a few thousand points.
 
         Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
@@ -265,16 +265,20 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         of size 1 puts q(u) at that optimum.
         Otherwise minibatches of `batch_size` (default min(N, 256)) from (X, y) or from
         `data` (a DataLoader of (X, y) batches in the units of X) for `epochs` (default:
-        about 2,000 steps), each step an Adam step (`lr`) on the hyperparameters and, with
-        `natgrad`, a natural-gradient step of size `gamma` (default 0.1) on q(u) — or Adam on
-        q(u) too without `natgrad`; `maxiter` does not apply there (a warning says so).
+        about 2,000 steps, drawn with `seed`, default 0), each step an Adam step (`lr`, default
+        0.01) on the hyperparameters and, with `natgrad`, a natural-gradient step of size
+        `gamma` (default 0.1) on q(u) — or Adam on q(u) too without `natgrad`.
+        Options of the way not taken give a warning that names them.
         Ctrl-C stops at the last completed step.
         """
         self._require_data()
         start = time.perf_counter()
         natgrad = natgrad and not self.mean_field
-        if batch_size is None and data is None and isinstance(self.likelihood, Gaussian) \
-                and not is_distributed() and not self.mean_field and self.mixing_matrix is None:
+        minibatch = {"epochs": epochs, "lr": lr, "gamma": gamma, "seed": seed}
+        why = self._why_minibatch(batch_size, data)
+        if why is None:
+            warn_unused(minibatch, "minibatch training (batch_size or data given)",
+                        "full-batch L-BFGS-B on the collapsed bound (`maxiter`)")
             with threads_for(self.evaluation_work()):
                 res = fit_lbfgsb(_CollapsedBound(self), maxiter=1000 if maxiter is None else maxiter,
                                  progress=progress, callback=callback)
@@ -282,16 +286,24 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
             res.seconds = time.perf_counter() - start
             return res
-        if maxiter is not None:
-            warnings.warn(f"maxiter={maxiter} applies to the full-batch L-BFGS-B fit (a Gaussian "
-                          "likelihood without batch_size or data); minibatch training runs "
-                          "`epochs` passes instead", UserWarning, stacklevel=2)
+        warn_unused({"maxiter": maxiter}, "the full-batch L-BFGS-B fit (a Gaussian likelihood "
+                    "without batch_size or data)", f"minibatch training because of {why} "
+                    "(`epochs` sets its length)")
         B = float(min(self.num_data, batch_size or 256))
         M = float(self.num_inducing)
         cost = getattr(self.kernel, "evaluation_cost", 1)
         with threads_for((B * M * M * self.num_latent + M**3) * cost):
             return fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress,
                                  seed, callback)
+
+    def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
+        """Why `fit` trains by minibatches (None: it fits the collapsed bound by L-BFGS-B)."""
+        reasons = [(batch_size is not None, "batch_size given"), (data is not None, "data given"),
+                   (not isinstance(self.likelihood, Gaussian), "a non-Gaussian likelihood"),
+                   (is_distributed(), "data sharded over processes"),
+                   (self.mean_field, "mean_field=True"),
+                   (self.mixing_matrix is not None, "a mixing matrix")]
+        return next((why for applies, why in reasons if applies), None)
 
     def internal_batch(self, Xb: Any, yb: Any) -> tuple[Tensor, Tensor]:
         """A batch (X, y) in the user's units as the objective takes it."""

@@ -22,7 +22,7 @@ import torch
 from ..chunking import chunk_slices
 from ..linalg import CholeskyError
 from ..objectives import pep_classification as pep
-from ..validation import positive_int, seeded_generator
+from ..validation import positive_float, positive_int, seeded_generator
 from .lbfgs import fit_lbfgsb
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
@@ -144,7 +144,7 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     refreshes a pass over the data every few steps, not several passes per step."""
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = torch.optim.Adam(params, lr=positive_float(lr, "lr"))
     g = seeded_generator(seed)
     epochs = positive_int(epochs, "epochs")
     N, B = model.num_data, min(positive_int(batch_size, "batch_size"), model.num_data)

@@ -20,8 +20,9 @@ from torch import Tensor, nn
 
 from ..distributed import is_distributed
 from ..linalg import CholeskyError
-from ..validation import positive_int, seeded_generator
+from ..validation import positive_float, positive_int, seeded_generator
 from .natural_gradients import averaged_over_ranks, expectation_parameters, natural_update
+from .options import DEFAULT_LR
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
 
@@ -56,17 +57,20 @@ class _Batches:
             yield self.X[idx], self.y[idx]
 
 
-def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: float,
+def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: float | None,
                   natgrad: bool, gamma: float | None, data: Any, progress: bool | None,
-                  seed: int, callback: Callable[[int, float], None] | None) -> FitResult:
+                  seed: int | None, callback: Callable[[int, float], None] | None) -> FitResult:
     """Minibatches of `batch_size` (default min(N, 256)) from the model's data or from `data`
     (a DataLoader of (X, y) batches in the units of X) for `epochs` (default: about 2,000
-    steps); natural-gradient steps of size `gamma` (default 0.1) on q(u) when `natgrad`."""
+    steps), drawn with `seed` (default 0); Adam steps (`lr`, default `DEFAULT_LR`), and
+    natural-gradient steps of size `gamma` (default 0.1) on q(u) when `natgrad`."""
     start = time.perf_counter()
     N = model.num_data
     B = min(N, 256) if batch_size is None else positive_int(batch_size, "batch_size")
     epochs = max(1, math.ceil(2000 * B / N)) if epochs is None else positive_int(epochs, "epochs")
-    gamma = 0.1 if gamma is None else float(gamma)
+    gamma = 0.1 if gamma is None else positive_float(gamma, "gamma")
+    lr = DEFAULT_LR if lr is None else positive_float(lr, "lr")
+    seed = 0 if seed is None else seed
     loader, sampler = _loader(model, B, data, seed)
     q = {id(model.q_mu), id(model.q_sqrt)}
     hyper = [p for p in model.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ..validation import positive_float, positive_int
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted
 
@@ -19,11 +20,10 @@ def fit_adam(model: Any, steps: int, lr: float, progress: bool | None,
              callback: Callable[[int, float], None] | None = None) -> FitResult:
     """`steps` Adam steps (`lr`) on `model.training_loss(step)`; the history holds minus the
     loss estimate of each step."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"maxiter must be a positive integer; got {steps!r}")
+    steps = positive_int(steps, "maxiter")
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = torch.optim.Adam(params, lr=positive_float(lr, "lr"))
     history: list[float] = []
     bar = progress_bar(progress, steps, f"fit {type(model).__name__}")
     success, message, interrupted, done = True, f"{steps} Adam steps", False, 0
