@@ -126,3 +126,67 @@ def test_benchmark_options_are_checked_before_anything_runs(argv, message, tmp_p
     with pytest.raises(SystemExit) as stop:
         speed.main([a.format(tmp=tmp_path) for a in argv])
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("combination", [sg.kernels.Separate, sg.kernels.Sum, sg.kernels.Product])
+def test_a_combination_of_no_kernels_is_refused(combination):
+    with pytest.raises(ValueError, match="takes a non-empty list of kernels"):
+        combination([])
+    with pytest.raises(ValueError, match="takes a non-empty list of kernels"):
+        combination(sg.kernels.SquaredExponential())  # a kernel, not a list of them
+
+
+def separate():
+    return sg.kernels.Separate([sg.kernels.SquaredExponential(), sg.kernels.SquaredExponential()])
+
+
+@pytest.mark.parametrize("make", [
+    lambda X, Y: sg.GPR(X, Y[:, 0], kernel=separate()),
+    lambda X, Y: sg.GPSSM(Y, 1, kernel=separate()),
+    lambda X, Y: sg.SGPC(X, Y[:, 0] > 0, kernel=separate()),
+    lambda X, Y: sg.BayesianGPLVM(Y, 1, kernel=separate()),
+])
+def test_models_of_one_kernel_refuse_a_separate_kernel_by_name(make):
+    X, y = make_problem(20, N=30)
+    # GPR used to fail at prediction ("y must be 1-D") or inside the kernel
+    with pytest.raises(TypeError, match="kernels.Separate .* is for SGPR and SVGP"):
+        make(X, np.c_[y, -y])
+
+
+def test_separate_kernels_with_a_wrong_number_of_inducing_sets_are_named():
+    X, y = make_problem(21, N=30)
+    Y = np.c_[y, -y]
+    with pytest.raises(ValueError, match="3 features for 2 kernels: give one per output"):
+        sg.SGPR(X, Y, kernel=separate(), inducing_points=[5, 6, 7])  # was: "must be 2-D"
+    ok = sg.SGPR(X, Y, kernel=separate(), inducing_points=[5, 6])
+    assert [f.num_inducing for f in ok.feature.features] == [5, 6]
+
+
+@pytest.mark.parametrize("groups, error, message", [
+    ([None] * 30, ValueError, r"noise_groups has no label for data point\(s\) \[0, 1, 2, 3, 4\]"),
+    ([0] * 29 + [None], ValueError, r"noise_groups has no label for data point\(s\) \[29\]"),
+    ([0] * 29 + [float("nan")], ValueError, "noise_groups contains NaN"),
+])
+def test_noise_groups_with_missing_labels_are_named(groups, error, message):
+    X, y = make_problem(22, N=30)
+    with pytest.raises(error, match=message):  # was numpy's "'<' not supported" TypeError
+        sg.SGPR(X, y, inducing_points=5, noise_groups=groups)
+    with pytest.raises(error, match=message.replace("noise_groups", "blocks")):
+        sg.SGPR(X, y, inducing_points=5, approximation="pep", blocks=groups)
+
+
+def test_noise_groups_of_mixed_label_types_are_named():
+    X, y = make_problem(23, N=30)
+    groups = np.array([0] * 15 + ["a"] * 15, dtype=object)
+    with pytest.raises(TypeError, match=r"noise_groups mixes labels of types \['int', 'str'\]"):
+        sg.SGPR(X, y, inducing_points=5, noise_groups=groups)
+
+
+def test_sum_of_deltas_with_an_all_zero_row_of_weights_is_refused():
+    Z = np.arange(12.0).reshape(3, 2, 2)
+    weights = np.array([[1.0, 0.0], [0.0, 0.0], [0.5, -0.5]])
+    # was a Cholesky failure blaming "duplicate or nearly coincident inducing inputs"
+    with pytest.raises(ValueError, match=r"weights: row\(s\) \[1\] are all zero"):
+        sg.features.SumOfDeltas(Z, weights)
+    weights[1, 1] = 1e-3
+    assert sg.features.SumOfDeltas(Z, weights).num_inducing == 3

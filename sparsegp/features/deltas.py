@@ -43,6 +43,11 @@ class SumOfDeltas(InducingFeature):
         if w.shape != Z.shape[:2]:
             raise ValueError(f"weights must have shape [M, C] = {list(Z.shape[:2])} to match "
                              f"Z [M, C, D] = {list(Z.shape)}; got {list(w.shape)}")
+        zero = torch.nonzero((w == 0).all(1)).flatten().tolist()
+        if zero:
+            raise ValueError(f"weights: row(s) {zero[:5]} are all zero, so those inducing "
+                             "variables are identically 0 (Kuu is singular); give each at least "
+                             "one nonzero weight")
         self._add_free("Z", Z)
         self._add_free("weights", w)
 

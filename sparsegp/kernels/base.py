@@ -171,6 +171,9 @@ class Combination(Kernel):
 
     def __init__(self, kernels: list[Kernel]) -> None:
         super().__init__()
+        if isinstance(kernels, Kernel) or not isinstance(kernels, (list, tuple)) or not kernels:
+            raise ValueError(f"{type(self).__name__} takes a non-empty list of kernels; got "
+                             f"{kernels!r}")
         flat: list[Kernel] = []
         for k in kernels:
             if not isinstance(k, Kernel):

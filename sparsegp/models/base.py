@@ -33,6 +33,7 @@ from ..config import PARAMETER_DTYPE
 from ..distributed import broadcast_, column_mean_std, global_sum, is_distributed
 from ..features.base import InducingFeature
 from ..kernels.base import Kernel
+from ..kernels.separate import Separate
 from ..kernels.stationary import SquaredExponential
 from ..likelihoods.base import Likelihood
 from ..means import Mean, Zero, as_mean
@@ -106,6 +107,7 @@ class Model(Registered, DtypeModule, ABC):
     saves_data_by_default = False
     shards_data = False  # True: X, y are this rank's shard when torch.distributed is running
     posterior_needs_data = True  # False: the posterior is built from parameters alone (SVGP)
+    separate_kernels = False  # True: takes kernels.Separate, one kernel per output (SGPR, SVGP)
 
     kernel: Kernel
     mean: Mean
@@ -184,6 +186,9 @@ class Model(Registered, DtypeModule, ABC):
             kernel = SquaredExponential(ard=True)
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+        if isinstance(kernel, Separate) and not self.separate_kernels:
+            raise TypeError(f"{type(self).__name__} takes one kernel: kernels.Separate (one "
+                            "kernel per output) is for SGPR and SVGP with y [N, P]")
         return {"jitter": check_jitter(jitter)}, {"kernel": kernel, "mean": as_mean(mean)}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:

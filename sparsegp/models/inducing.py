@@ -50,10 +50,10 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
     if kernels is not None:  # one feature per output, from one spec each (or a shared one)
         if isinstance(inducing_points, SeparateFeatures):
             specs: list[Any] = list(inducing_points.features)
-        elif isinstance(inducing_points, (list, tuple)) and len(inducing_points) == len(kernels) \
-                and all(isinstance(z, (InducingFeature, numbers.Integral)) or np.ndim(z) == 2
-                        for z in inducing_points):
-            specs = list(inducing_points)
+        elif isinstance(inducing_points, (list, tuple)) and len(inducing_points) > 0 and all(
+                isinstance(z, (InducingFeature, numbers.Integral)) or np.ndim(z) == 2
+                for z in inducing_points):
+            specs = list(inducing_points)  # one per kernel (as many as kernels: checked next)
         else:
             specs = [inducing_points] * len(kernels)
         if len(specs) != len(kernels):

@@ -17,6 +17,7 @@ from ..covariances import Kuu_cholesky
 from ..features.inducing_points import InducingPoints
 from ..features.initialisation import initial_inducing_inputs
 from ..kernels.base import Kernel
+from ..kernels.separate import Separate
 from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, optimal_q
 from ..parameters import Parameterised, as_user_array
@@ -63,6 +64,9 @@ def checked_kernel(kernel: Any, Q: int) -> Kernel:
         return SquaredExponential(lengthscale=torch.ones(Q))
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a sparsegp kernel; got {type(kernel).__name__}")
+    if isinstance(kernel, Separate):
+        raise TypeError("the random-input models take one kernel: kernels.Separate (one kernel "
+                        "per output) is for SGPR and SVGP with y [N, P]")
     return kernel
 
 

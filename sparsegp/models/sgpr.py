@@ -83,6 +83,7 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
     """
 
     shards_data = True
+    separate_kernels = True
     multi_output = True
 
     block_codes: Tensor | None  # buffer [N]: the block of every point (block Power EP), or None

@@ -74,6 +74,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         (3,)
     """
     posterior_needs_data = False  # q(u) and the hyperparameters are the posterior
+    separate_kernels = True
 
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, likelihood: Likelihood | None = None,

@@ -81,7 +81,16 @@ def label_codes(labels: Any, n: int, name: str = "blocks") -> tuple[np.ndarray, 
         raise ValueError(f"{name} contains NaN or infinite labels")
     if arr.dtype.kind not in "iubfUSO":
         raise TypeError(f"{name} must hold integer (or string) labels; got dtype {arr.dtype}")
-    unique, codes = np.unique(arr, return_inverse=True)
+    if arr.dtype.kind == "O":
+        missing = [i for i, v in enumerate(arr) if v is None or (isinstance(v, float) and v != v)]
+        if missing:
+            raise ValueError(f"{name} has no label for data point(s) {missing[:5]} (None or NaN): "
+                             "give every point a label")
+    try:
+        unique, codes = np.unique(arr, return_inverse=True)
+    except TypeError:  # labels that do not sort together, e.g. numbers and strings
+        kinds = sorted({type(v).__name__ for v in arr})
+        raise TypeError(f"{name} mixes labels of types {kinds}: use one type") from None
     return unique, codes.reshape(-1)
 
 
