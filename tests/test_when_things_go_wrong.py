@@ -291,6 +291,8 @@ def test_svgp_warns_about_badly_scaled_targets_and_names_what_it_takes():
         sg.SVGP(X, y, inducing_points=5)
     text = str(caught[0].message)
     assert "mean='constant'" in text and "rescale y" in text and "standardize_y" not in text
+    with pytest.warns(sg.ScaleWarning, match="rescale y"):  # real-valued targets too
+        sg.SVGP(X, y, inducing_points=5, likelihood=sg.likelihoods.HeteroscedasticGaussian())
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ScaleWarning)  # labels and a prior mean: no warning
         sg.SVGP(X, (y > 1e6).astype(float), likelihood=sg.likelihoods.Bernoulli(),
@@ -579,3 +581,22 @@ def test_a_check_that_cannot_be_computed_warns_and_keeps_the_fitted_model(monkey
     with pytest.warns(sg.ApproximationWarning, match="could not be computed.*model.diagnostics"):
         result = m.fit(maxiter=20, progress=False)
     assert result.iterations > 0 and np.isfinite(m.log_marginal_likelihood())
+
+
+@pytest.mark.parametrize("model", ["BayesianGPLVM", "GPSSM"])
+def test_random_input_models_name_badly_scaled_outputs(model):
+    rng = np.random.default_rng(3)
+    t = np.cumsum(0.3 * rng.normal(size=60))
+    Y = np.c_[np.sin(t), t] + 0.01 * rng.normal(size=(60, 2))
+    make = getattr(sg, model)
+    with pytest.warns(sg.ScaleWarning, match=rf"{model}: .* rescale Y"):
+        make(Y * 1e4, 1)
+    with pytest.warns(sg.ScaleWarning, match="spread 0.0"):  # the GPSSM's noise stuck at 100×
+        make(Y * 1e-2, 1)
+    # was "variance must be finite and greater than its floor 1e-06; got 7.4e-09" (GP-LVM) or
+    # a fit whose emission noise stayed 10⁴ times the data's variance (GPSSM)
+    with pytest.raises(ValueError, match=r"spread \S+e-05, far from 1: rescale Y"):
+        make(Y * 1e-4, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ScaleWarning)
+        make(Y, 1)

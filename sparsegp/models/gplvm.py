@@ -34,7 +34,14 @@ from ..training import fit_lbfgsb
 from ..validation import as_tensor, check_finite, model_dtype, one_or_per, positive_int
 from .base import check_jitter
 from .dtypes import dtype_name
-from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
+from .latent import (
+    LatentInputModel,
+    check_output_scale,
+    checked_kernel,
+    inducing_inputs,
+    outputs,
+    pca_latents,
+)
 
 
 class BayesianGPLVM(LatentInputModel):
@@ -86,6 +93,7 @@ class BayesianGPLVM(LatentInputModel):
             self.y_shift.copy_(Y.mean(0))
         self.y = Y - self.y_shift
         signal = float(self.y.var(0).mean()) or 1.0
+        check_output_scale(signal, noise_variance is None, "BayesianGPLVM")
         self.kernel.initialise_from_data(mu, signal)
         self.set_value("X_mean", mu)
         self.set_value("X_variance", torch.full((N, Q), 0.1) if X_variance is None

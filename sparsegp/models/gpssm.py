@@ -34,7 +34,14 @@ from ..validation import (
 from .base import check_jitter
 from .dtypes import dtype_name
 from .gpssm_gibbs import Emission, PosteriorSamples, particle_gibbs
-from .latent import LatentInputModel, checked_kernel, inducing_inputs, outputs, pca_latents
+from .latent import (
+    LatentInputModel,
+    check_output_scale,
+    checked_kernel,
+    inducing_inputs,
+    outputs,
+    pca_latents,
+)
 
 
 class GPSSM(LatentInputModel):
@@ -97,6 +104,7 @@ class GPSSM(LatentInputModel):
                   "chunk_size": check_chunk_size(chunk_size),
                   "dtype": dtype_name(dtype)}
         self._build(config, {"kernel": kernel, "feature": feature})
+        check_output_scale(float(Y.var(0).mean()) or 1.0, emission_noise is None, "GPSSM")
         self.to(Y.device)
         self.y = Y
         with torch.no_grad():

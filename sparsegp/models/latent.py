@@ -5,6 +5,7 @@ and persistence."""
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..config import PARAMETER_DTYPE
+from ..config import NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
 from ..features.inducing_points import InducingPoints
 from ..features.initialisation import initial_inducing_inputs
@@ -27,7 +28,14 @@ from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.minibatch import fit_minibatch
 from ..training.options import warn_unused
-from ..validation import as_tensor, check_finite, positive_int, seeded_generator
+from ..validation import (
+    GOOD_SPREAD,
+    ScaleWarning,
+    as_tensor,
+    check_finite,
+    positive_int,
+    seeded_generator,
+)
 from .base import PARTS, state_key
 from .classes import MODELS
 from .dtypes import DtypeModule
@@ -84,6 +92,22 @@ def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int,
     # the default is capped at the distinct starting points (repeated rows of Y share one)
     return InducingPoints(initial_inducing_inputs(latent, M, seed=seed, at_most=value is None,
                                                   rows=rows))
+
+
+def check_output_scale(signal: float, default_noise: bool, model: str) -> None:
+    """A ScaleWarning when Y's columns vary far from unit scale (the latent points' unit prior
+    and the floors of the variances then fit badly), a ValueError when the default starting
+    noise variance, signal/20, would be below its floor. `signal`: Y's mean column variance;
+    `default_noise`: the noise starts from the data."""
+    lo, hi = GOOD_SPREAD
+    spread = signal ** 0.5
+    if lo <= spread <= hi:
+        return
+    advice = f"the columns of Y have spread {spread:.3g}, far from 1: rescale Y (e.g. Y / Y.std(0))"
+    if signal <= POSITIVE_FLOOR or (default_noise and signal / 20.0 <= NOISE_FLOOR):
+        raise ValueError(f"{advice}; the starting variances taken from it would be below their "
+                         f"floor {NOISE_FLOOR}")
+    warnings.warn(f"{model}: badly scaled data: {advice}", ScaleWarning, stacklevel=3)
 
 
 class LatentInputModel(Registered, DtypeModule, ABC):

@@ -16,7 +16,7 @@ from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
-from ..likelihoods import Bernoulli, Gaussian, MultiClass
+from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian, MultiClass
 from ..likelihoods.base import Likelihood
 from ..means import Zero, as_mean
 from ..objectives import svgp as objective
@@ -132,8 +132,10 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
     def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *, mean: Any = None,
                                likelihood: Likelihood | None = None, **arguments: Any
                                ) -> list[str]:
-        """Badly scaled targets of a Gaussian likelihood (labels and counts are what they are)."""
-        if (likelihood is not None and not isinstance(likelihood, Gaussian)) or y.dim() != 1:
+        """Badly scaled real-valued targets (Gaussian likelihoods, homo- or heteroscedastic;
+        labels and counts are what they are)."""
+        if (likelihood is not None
+                and not isinstance(likelihood, (Gaussian, HeteroscedasticGaussian))) or y.dim() != 1:
             return []
         return target_scale_problems(y, isinstance(as_mean(mean), Zero), standardize=False)
 
