@@ -25,11 +25,11 @@ def nearest(X: Tensor, C: Tensor) -> Tensor:
 
 
 def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10, *,
-                     rows: str = "data points") -> Tensor:
+                     at_most: bool = False, rows: str = "data points") -> Tensor:
     """M centres: k-means++ D² seeding (Arthur & Vassilvitskii 2007), then Lloyd iterations.
 
-    Shapes: X [N, D] -> [M, D]. Deterministic for a given seed. `rows` names X's rows (plural)
-    in the error for fewer than M distinct rows.
+    Shapes: X [N, D] -> [M, D]. Deterministic for a given seed. X with k < M distinct rows:
+    k centres with `at_most`, else an error naming X's rows by `rows` (plural).
     """
     g = seeded_generator(seed)
     Xc = X.detach().cpu()
@@ -38,7 +38,9 @@ def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10, *,
     d2 = ((Xc - Xc[idx[0]]) ** 2).sum(-1)
     for k in range(1, M):
         total = float(d2.sum())
-        if total <= 0.0:
+        if total <= 0.0:  # every row is a centre already
+            if at_most:
+                break
             raise ValueError(
                 f"only {k} of the {rows} are distinct: cannot place {M} distinct inducing "
                 f"inputs (pass inducing_points ≤ {k})"
@@ -49,7 +51,7 @@ def kmeans_plus_plus(X: Tensor, M: int, seed: int = 0, iterations: int = 10, *,
     C = Xc[idx].clone()
     for _ in range(iterations):
         assign = nearest(Xc, C)
-        counts = torch.bincount(assign, minlength=M).to(Xc.dtype)
+        counts = torch.bincount(assign, minlength=C.shape[0]).to(Xc.dtype)
         sums = torch.zeros_like(C).index_add_(0, assign, Xc)
         keep = counts > 0  # an empty cluster keeps its centre
         new = torch.where(keep[:, None], sums / counts.clamp_min(1)[:, None], C)
@@ -76,14 +78,15 @@ def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int 
     """M inducing inputs [M, D] chosen from the rows of X [N, D] by `method` (seeded).
 
     `at_most=True`: M is an upper bound, lowered to the number of distinct rows of X (the
-    models' default M: repeated measurements or binary images' patches have few). `rows`
-    names X's rows (plural) in the errors."""
+    models' default M: repeated measurements or binary images' patches have few; k-means++
+    finds them as it goes, a random subset counts them first). `rows` names X's rows
+    (plural) in the errors."""
     X = as_inputs(X, "X")
     if isinstance(M, bool) or not isinstance(M, numbers.Integral):
         raise TypeError(f"the number of inducing variables must be an int; got {M!r}")
     M, N = int(M), X.shape[0]
     if at_most and M >= 1:
-        M = min(M, distinct_rows(X))
+        M = min(M, N if method == "kmeans++" else distinct_rows(X))
     if M < 1:
         raise ValueError(f"inducing_points must be at least 1; got {M}")
     if M > N:
@@ -93,7 +96,7 @@ def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int 
         raise ValueError(f"inducing_init must be one of {INIT_METHODS}; got {method!r}")
     if method == "random":
         return random_subset(X, M, seed)
-    return kmeans_plus_plus(X, M, seed, rows=rows)
+    return kmeans_plus_plus(X, M, seed, at_most=at_most, rows=rows)
 
 
 def cluster_spreads(X: Tensor, C: Tensor, floor_fraction: float = 1e-2) -> Tensor:
