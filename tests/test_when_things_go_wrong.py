@@ -600,3 +600,56 @@ def test_random_input_models_name_badly_scaled_outputs(model):
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ScaleWarning)
         make(Y, 1)
+
+
+# -- frozen parameters in the minibatch and stochastic fits ----------------------------------
+def test_svgp_with_frozen_hyperparameters_trains_q_only_and_all_frozen_returns():
+    X, y = make_problem(13, N=60)
+    labels = (y > np.median(y)).astype(float)
+    m = sg.SVGP(X, labels, inducing_points=6, likelihood=sg.likelihoods.Bernoulli())
+    m.freeze("kernel.lengthscale", "kernel.variance", "feature.Z")
+    before = {n: p.detach().clone() for n, p in m.named_parameters()}
+    result = m.fit(batch_size=20, epochs=3)  # was torch's "optimizer got an empty parameter list"
+    assert result.success and result.evaluations == 9  # steps
+    for name, p in m.named_parameters():
+        changed = not torch.equal(p.detach(), before[name])
+        assert changed == name.startswith("q_"), name
+    m.freeze()
+    frozen = m.fit(batch_size=20, epochs=3)
+    assert frozen.message == "no trainable parameters (all frozen)" and frozen.evaluations == 0
+    assert np.isfinite(frozen.objective)
+
+
+@pytest.mark.parametrize("fit", [lambda m: m.fit(maxiter=15),
+                                 lambda m: m.fit(batch_size=20, epochs=2)])
+def test_svgp_honours_a_frozen_q(fit):
+    X, y = make_problem(14, N=60)
+    m = sg.SVGP(X, y, inducing_points=6)
+    m.freeze("q_mu", "q_sqrt")  # was moved anyway: by the final natural step or by natgrad
+    before = {n: p.detach().clone() for n, p in m.named_parameters()}
+    result = fit(m)
+    changed = {n for n, p in m.named_parameters() if not torch.equal(p.detach(), before[n])}
+    assert changed and not changed & {"q_mu", "q_sqrt"}  # the rest is trained
+    assert np.isfinite(result.objective)
+
+
+def test_sgpc_stochastic_schedule_with_every_parameter_frozen_updates_the_sites():
+    X, y = make_problem(15, N=60)
+    clf = sg.SGPC(X, y > np.median(y), inducing_points=6).freeze()
+    result = clf.fit(schedule="stochastic", batch_size=20, epochs=2)  # was an Adam error
+    assert result.success and np.isfinite(result.objective)
+    assert np.abs(clf.predict_proba(X[:5]) - 0.5).max() > 0.05  # the sites moved q(u)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"maxiter": -1}, "maxiter must be a positive integer"),  # ran 0 rounds, "after -1 rounds"
+    ({"maxiter": True}, "maxiter must be a positive integer"),
+    ({"maxiter": 2.5}, "maxiter must be a positive integer"),
+    ({"inner_maxiter": 0}, "inner_maxiter must be a positive integer"),
+    ({"max_sweeps": 0}, "max_sweeps must be a positive integer"),
+    ({"tol": 0.0}, "tol must be a positive number"),
+])
+def test_sgpc_full_schedule_options_are_checked(options, message):
+    X, y = make_problem(16, N=30)
+    with pytest.raises(ValueError, match=message):
+        sg.SGPC(X, y > 0, inducing_points=5).fit(**options)

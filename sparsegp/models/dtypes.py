@@ -28,7 +28,6 @@ class DtypeModule(Parameterised):
     base of every model (`tests/models/test_dtype_conversion.py` shows each converting)."""
 
     _config: dict[str, Any]
-    _cache: Any
 
     @property
     def dtype(self) -> torch.dtype:
@@ -41,9 +40,9 @@ class DtypeModule(Parameterised):
             if dtype not in DTYPES.values():
                 raise TypeError(f"a {type(self).__name__} works in torch.float32 or "
                                 f"torch.float64 (its parameters stay float64); got {dtype}")
-            if dtype != self.dtype:
-                self._config["dtype"] = dtype_name(dtype)
-                self._cache = None  # the posterior is built in the working dtype
+            # a cached posterior stays (a model loaded without data cannot rebuild it); one
+            # built from now on is built in the new dtype
+            self._config["dtype"] = dtype_name(dtype)
         if device is None:
             return self
         return super().to(device, non_blocking=non_blocking)

@@ -71,6 +71,9 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
              max_sweeps: int) -> FitResult:
     """Up to `maxiter` rounds of (sweeps to convergence, then L-BFGS-B for `inner_maxiter`
     iterations with the sites fixed) until the energy changes by less than tol·(1 + |F|)."""
+    maxiter, inner_maxiter = positive_int(maxiter, "maxiter"), positive_int(inner_maxiter,
+                                                                             "inner_maxiter")
+    max_sweeps, tol = positive_int(max_sweeps, "max_sweeps"), positive_float(tol, "tol")
     start = time.perf_counter()
     counts = {"sweeps": 0, "skipped_updates": 0, "lbfgs_iterations": 0,
               "undefined_energy_stops": 0}
@@ -144,7 +147,8 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     refreshes a pass over the data every few steps, not several passes per step."""
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=positive_float(lr, "lr"))
+    lr = positive_float(lr, "lr")
+    opt = torch.optim.Adam(params, lr=lr) if params else None  # all frozen: sites only
     g = seeded_generator(seed)
     epochs = positive_int(epochs, "epochs")
     N, B = model.num_data, min(positive_int(batch_size, "batch_size"), model.num_data)
@@ -167,10 +171,11 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
                 snapshot = Snapshot(model)
                 try:
                     _add(counts, site_sweeps(model, sweeps, batch=idx, sums=sums))
-                    opt.zero_grad()
-                    F = model.minibatch_energy(idx, other[sl], sums.totals)
-                    (-(F + model.log_prior())).backward()
-                    opt.step()
+                    if opt is not None:
+                        opt.zero_grad()
+                        F = model.minibatch_energy(idx, other[sl], sums.totals)
+                        (-(F + model.log_prior())).backward()
+                        opt.step()
                 except (KeyboardInterrupt, CholeskyError):
                     snapshot.restore()
                     raise

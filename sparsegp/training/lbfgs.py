@@ -9,7 +9,6 @@ iterate, and the result says so.
 
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -23,6 +22,7 @@ from torch import Tensor, nn
 
 from ..distributed import broadcast_
 from ..linalg import CholeskyError
+from ..validation import positive_float, positive_int
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, warn_interrupted
 
@@ -77,11 +77,8 @@ def fit_lbfgsb(
     (data sharded over torch.distributed ranks) every evaluation's value and gradient are
     rank 0's, so that all ranks' optimisers take identical steps.
     """
-    if isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 1:
-        raise ValueError(f"maxiter must be a positive integer; got {maxiter!r}")
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, numbers.Real)
-                            or not tol > 0):
-        raise ValueError(f"tol must be a positive number; got {tol!r}")
+    maxiter = positive_int(maxiter, "maxiter")
+    tol = None if tol is None else positive_float(tol, "tol")
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

@@ -72,9 +72,13 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     lr = DEFAULT_LR if lr is None else positive_float(lr, "lr")
     seed = 0 if seed is None else seed
     loader, sampler = _loader(model, B, data, seed)
+    # natural-gradient steps move all of q(u): with q_mu or q_sqrt frozen, Adam moves the rest
+    natgrad = natgrad and model.q_mu.requires_grad and model.q_sqrt.requires_grad
     q = {id(model.q_mu), id(model.q_sqrt)}
     hyper = [p for p in model.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]
-    opt = torch.optim.Adam(hyper, lr=lr)
+    if not (hyper or natgrad):
+        return _frozen(model, loader, data, start)
+    opt = torch.optim.Adam(hyper, lr=lr) if hyper else None
     # DDP all-reduces the gradients of Adam-only steps; the natural-gradient step averages its own
     module: nn.Module = (nn.parallel.DistributedDataParallel(model)
                          if is_distributed() and not natgrad else model)
@@ -96,6 +100,7 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
                     if natgrad:  # one evaluation: q(u)'s natural gradient and Adam's gradient
                         loss = _natural_step(model, Xb, yb, hyper, opt, gamma)
                     else:
+                        assert opt is not None  # without natural steps, something is trained
                         opt.zero_grad()
                         loss = module(Xb, yb)
                         loss.backward()
@@ -130,7 +135,7 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
 
 
 def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
-                  opt: torch.optim.Optimizer, gamma: float) -> Tensor:
+                  opt: torch.optim.Optimizer | None, gamma: float) -> Tensor:
     """One step from one evaluation of the minibatch bound: its gradient in q(u)'s expectation
     parameters gives the natural-gradient step (size γ), its gradient in the hyperparameters
     the Adam step, both taken at the current q(u) (as GPyTorch's and GPflow's loops do). Under
@@ -145,5 +150,19 @@ def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
     for p, g in zip(hyper, grads[2:]):
         p.grad = g
     natural_update(model.q_mu, model.q_sqrt, -grads[0], -grads[1], gamma)
-    opt.step()
+    if opt is not None:  # None: every hyperparameter is frozen
+        opt.step()
     return loss
+
+
+def _frozen(model: Any, loader: Any, data: Any, start: float) -> FitResult:
+    """The result of a fit with nothing to train: the bound over one pass of the batches."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for Xb, yb in loader:
+            if data is not None:
+                Xb, yb = model.internal_batch(Xb, yb)
+            total, count = total + float(model(Xb, yb)), count + 1
+    objective = -total / max(1, count)
+    return FitResult(True, "no trainable parameters (all frozen)", 0, 0, objective, [objective],
+                     time.perf_counter() - start)

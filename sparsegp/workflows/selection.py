@@ -19,7 +19,7 @@ from ..diagnostics import ApproximationWarning
 from ..diagnostics.inducing_gain import inducing_gain
 from ..kernels.base import Kernel
 from ..models import SGPR
-from ..validation import positive_int
+from ..validation import positive_float, positive_int
 
 
 @dataclass
@@ -89,8 +89,7 @@ def select_inducing(
         >>> len(curve.gap) == len(curve), curve.num_inducing[-1] == model.num_inducing
         (True, True)
     """
-    if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and tol > 0):
-        raise ValueError(f"tol must be a positive number; got {tol!r}")
+    tol = positive_float(tol, "tol")
     if "approximation" in model_kwargs or "inducing_points" in model_kwargs:
         raise TypeError("select_inducing always fits VFE and chooses the inducing points itself")
     model = SGPR(X, y, kernel=kernel, inducing_points=initial_inducing, approximation="vfe",

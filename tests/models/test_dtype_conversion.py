@@ -74,6 +74,20 @@ def test_the_new_dtype_is_saved_with_the_model(tmp_path):
     np.testing.assert_array_equal(loaded.predict_y(X[:4])[0], model.predict_y(X[:4])[0])
 
 
+def test_a_model_loaded_without_data_converts_and_keeps_predicting(tmp_path):
+    X, y = make_problem(4, N=40)
+    model = sg.SGPR(X, y, inducing_points=6)
+    model.fit(maxiter=5)
+    model.save(tmp_path / "m")  # without data: it predicts from the saved posterior
+    loaded = sg.load(tmp_path / "m")
+    mean = model.predict_y(X[:4])[0]
+    # used to fail: the conversion dropped the posterior, which needs the data to rebuild
+    mean32 = loaded.float().predict_y(X[:4])[0]
+    assert mean32.dtype == np.float32
+    np.testing.assert_allclose(mean32, mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(loaded.double().predict_y(X[:4])[0], mean)
+
+
 def test_the_random_input_models_convert_too():
     Y = np.random.default_rng(0).normal(size=(30, 3))
     gplvm, gpssm = sg.BayesianGPLVM(Y, 1), sg.GPSSM(Y, 1)
