@@ -91,6 +91,19 @@ class Parameterised(nn.Module):
         return t
 
     # -- reading and writing values -------------------------------------------------------
+    def positive_arguments(self) -> dict[str, Any]:
+        """The positive parameters' current values as plain constructor arguments (a config's
+        "args"). A value that sits at its floor (the softplus underflowed) is given as the
+        next float above it, which the constructors accept; `load_state_dict` then restores
+        the exact value."""
+        args = {}
+        for name, floor in self._floors.items():
+            v = self.value(name).detach()
+            above = torch.nextafter(torch.full_like(v, floor), torch.full_like(v, float("inf")))
+            plain = as_user_value(torch.maximum(v, above))
+            args[name] = plain.tolist() if isinstance(plain, np.ndarray) else plain
+        return args
+
     def value(self, name: str) -> Tensor:
         """The constrained value of a parameter of this module, differentiable."""
         if name in self._floors:

@@ -125,7 +125,7 @@ class Kernel(Registered, Parameterised, ABC):
     # -- structure for save/load ----------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """Constructor arguments that rebuild this kernel's structure (values via state_dict)."""
-        args = {name: _plain(as_user_value(self.value(name))) for name in self._floors}
+        args = self.positive_arguments()
         return {"type": type(self).__name__, "args": args}
 
     def __repr__(self) -> str:
@@ -152,10 +152,6 @@ def kernel_from_config(cfg: dict[str, Any]) -> Kernel:
         True
     """
     return Kernel.registry.build(cfg)
-
-
-def _plain(v: Any) -> Any:
-    return v.tolist() if hasattr(v, "tolist") else v
 
 
 def _short(t: Tensor) -> str:

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from .. import quadrature
-from ..parameters import Parameterised, as_user_value
+from ..parameters import Parameterised
 from ..registry import Registered, Registry
 
 
@@ -69,7 +69,7 @@ class Likelihood(Registered, Parameterised, ABC):
         """Type name and constructor arguments, as plain Python values, that rebuild this
         likelihood: `{"type": "Bernoulli", "args": {"link": "probit", ...}}`. Positive
         parameters appear with their current values; `load_state_dict` restores them exactly."""
-        args = {name: _plain(as_user_value(self.value(name))) for name in self._floors}
+        args = self.positive_arguments()
         args.update(self._structure())
         return {"type": type(self).__name__, "args": args}
 
@@ -150,7 +150,3 @@ def likelihood_from_config(cfg: dict[str, Any]) -> Likelihood:
         ('Bernoulli', 'logit')
     """
     return Likelihood.registry.build(cfg)
-
-
-def _plain(v: Any) -> Any:
-    return v.tolist() if hasattr(v, "tolist") else v

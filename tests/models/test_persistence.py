@@ -116,3 +116,18 @@ def test_classification_and_variational_models_round_trip(tmp_path):
     assert back.log_marginal_likelihood() == clf.log_marginal_likelihood()  # sites came along
     np.testing.assert_array_equal(back.predict(Xs), clf.predict(Xs))
     assert set(np.unique(back.predict(Xs))) <= {-1, 1}
+
+
+def test_parameters_at_their_floor_save_and_load(tmp_path):
+    # a softplus that underflows puts a positive parameter exactly at its floor; the file's
+    # constructor arguments then failed to load ("greater than its floor 1e-06; got 1e-06")
+    X = np.random.default_rng(0).uniform(-3, 3, (60, 2))
+    model = sg.SVGP(X, np.sin(X[:, 0]), inducing_points=5)
+    with torch.no_grad():
+        model.likelihood.raw_variance.fill_(-60.0)
+        model.kernel.raw_variance.fill_(-60.0)
+    assert model.likelihood.variance == 1e-6 and model.kernel.variance == 1e-6
+    model.save(tmp_path / "floor.pt")
+    loaded = sg.load(tmp_path / "floor.pt")
+    assert loaded.likelihood.variance == 1e-6 and loaded.kernel.variance == 1e-6
+    np.testing.assert_array_equal(loaded.predict_y(X[:4])[0], model.predict_y(X[:4])[0])
