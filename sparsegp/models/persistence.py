@@ -3,12 +3,15 @@
 The file is a `torch.save` of plain containers and tensors only (read back with
 `weights_only=True`): a format tag and version, the model class and its configuration, the
 parameters (`state_dict`), the frozen posterior's tensors and, optionally, the training data.
-A model saved without its data predicts exactly as before from the saved posterior.
+A model saved without its data predicts exactly as before from the saved posterior. Frozen
+parameters stay frozen; priors are Python objects, which the file cannot hold: it names the
+parameters that had one, and `load` warns that they must be set again.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,8 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
                   **{k: _cpu(v) for k, v in model.data_extras().items()}}
                  if include_data else None),
         "metadata": dict(model.metadata),
+        "frozen": [name for name, _, trainable, _ in model.named_values() if not trainable],
+        "priors": [name for name, _, _, has_prior in model.named_values() if has_prior],
     }
     try:
         torch.save(payload, path)
@@ -119,8 +124,14 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
             for name, value in payload["data"].items():
                 setattr(model, name, value)
         model.metadata = dict(payload.get("metadata") or {})
+        if payload.get("frozen"):
+            model.freeze(*payload["frozen"])
         post = model._restore_posterior(payload["posterior"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{path} is a damaged sparsegp model file: {err}") from None
     model._adopt_posterior(post)
+    if payload.get("priors"):
+        warnings.warn(f"{path}: the saved model had priors on {', '.join(payload['priors'])}; "
+                      "priors are not saved (they are Python objects): set them again with "
+                      "set_prior before fitting", UserWarning, stacklevel=2)
     return model

@@ -131,3 +131,20 @@ def test_parameters_at_their_floor_save_and_load(tmp_path):
     loaded = sg.load(tmp_path / "floor.pt")
     assert loaded.likelihood.variance == 1e-6 and loaded.kernel.variance == 1e-6
     np.testing.assert_array_equal(loaded.predict_y(X[:4])[0], model.predict_y(X[:4])[0])
+
+
+def test_frozen_parameters_stay_frozen_and_lost_priors_are_named(tmp_path):
+    X, y = make_problem(5, N=50)
+    model = sg.SGPR(X, y, inducing_points=6)
+    model.freeze("inducing_points", "kernel.lengthscale")
+    model.set_prior("kernel.variance", torch.distributions.Gamma(2.0, 2.0))
+    model.save(tmp_path / "m.pt", include_data=True)
+    with pytest.warns(UserWarning, match="had priors on kernel.variance; .* set them again"):
+        loaded = sg.load(tmp_path / "m.pt")
+    frozen = {name for name, _, trainable, _ in loaded.named_values() if not trainable}
+    assert frozen == {name for name, _, trainable, _ in model.named_values() if not trainable}
+    assert len(frozen) == 2  # used to come back trainable: fit() moved them
+    Z, lengthscale = loaded.inducing_points.copy(), loaded.kernel.lengthscale.copy()
+    loaded.fit(maxiter=10)
+    np.testing.assert_array_equal(loaded.inducing_points, Z)
+    np.testing.assert_array_equal(loaded.kernel.lengthscale, lengthscale)
