@@ -41,7 +41,9 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
         "sparsegp_version": __version__,
         "class": type(model).__name__,
         "config": model.config(),
-        "state_dict": {k: _cpu(v) for k, v in model.state_dict().items()},
+        # data-sized state (SGPC's sites) goes with the data, if at all
+        "state_dict": {k: _cpu(v) for k, v in model.state_dict().items()
+                       if k not in model.data_extras()},
         "posterior": {k: _cpu(v) for k, v in post.state().items()},
         "data": ({"X": _cpu(model.X), "y": _cpu(model.y),
                   **{k: _cpu(v) for k, v in model.data_extras().items()}}

@@ -231,6 +231,34 @@ class SGPC(InducingMixin, Model):
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
         return SparsePosterior.from_state(self.kernel, self.feature, saved, self.prior_mean())
 
+    # The sites are q(u)'s parameters, one per data point: `state_dict()` carries them (as
+    # GPyTorch's variational parameters), so that `new.load_state_dict(old.state_dict())`
+    # restores the fit; `save` keeps them with the data (`data_extras`).
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for name, site in self.data_extras().items():
+            if site is not None:
+                destination[prefix + name] = site if keep_vars else site.detach()
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any,
+                              strict: bool, missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        for name in self.data_extras():
+            key = prefix + name
+            if key not in state_dict:
+                continue
+            if key in unexpected_keys:
+                unexpected_keys.remove(key)
+            value = state_dict[key]
+            if self.y is not None and tuple(value.shape) != tuple(self.y.shape):
+                error_msgs.append(f"{name}: {tuple(value.shape)} sites for the model's "
+                                  f"{self.y.shape[0]} data points")
+                continue
+            setattr(self, name, value.detach().clone().to(device=self.device,
+                                                          dtype=PARAMETER_DTYPE))
+
     # -- posterior and prediction ---------------------------------------------------------
     def _build_posterior(self) -> SparsePosterior:
         L, used, q = self._site_q()

@@ -148,3 +148,15 @@ def test_frozen_parameters_stay_frozen_and_lost_priors_are_named(tmp_path):
     loaded.fit(maxiter=10)
     np.testing.assert_array_equal(loaded.inducing_points, Z)
     np.testing.assert_array_equal(loaded.kernel.lengthscale, lengthscale)
+
+
+def test_sgpc_state_dict_carries_the_sites():
+    X, y = make_problem(6, N=60)
+    labels = y > np.median(y)
+    old = sg.SGPC(X, labels, inducing_points=6)
+    old.fit(maxiter=3)
+    new = sg.SGPC(X, labels, inducing_points=6)
+    new.load_state_dict(old.state_dict())  # used to predict the prior's 0.5 everywhere
+    np.testing.assert_array_equal(new.predict_proba(X[:5]), old.predict_proba(X[:5]))
+    with pytest.raises(RuntimeError, match="tau: \\(60,\\) sites for the model's 30 data points"):
+        sg.SGPC(X[:30], labels[:30], inducing_points=6).load_state_dict(old.state_dict())
