@@ -52,14 +52,20 @@ def _fit(args: argparse.Namespace) -> int:
                   standardize_y=args.standardize)
     if args.blocks is not None and args.approximation not in ("fitc", "pep"):
         raise ValueError("--blocks applies to --approximation fitc (PITC) or pep")
+    if args.alpha is not None and args.approximation not in APPROXIMATIONS:
+        raise ValueError(f"--alpha applies to the pseudo-point family ({', '.join(APPROXIMATIONS)}),"
+                         f" not to --approximation {args.approximation}")
+    M = args.num_inducing  # None: the model's own default (SGPR: min(N, 100) inducing points)
     model: GPModel
     if args.approximation == "exact":
+        if M is not None:
+            raise ValueError("-M does not apply to --approximation exact")
         model = GPR(X, y, **common)
     elif args.approximation == "ski":  # -M grid points per input dimension
-        model = KISSGP(X, y, grid_size=args.num_inducing, seed=args.seed, **common)
+        model = KISSGP(X, y, seed=args.seed, **({} if M is None else {"grid_size": M}), **common)
     elif args.approximation in ("rff", "ssgp"):  # -M spectral pairs
         model = (RFF if args.approximation == "rff" else SSGP)(
-            X, y, num_features=args.num_inducing, seed=args.seed, **common)
+            X, y, seed=args.seed, **({} if M is None else {"num_features": M}), **common)
     else:
         alpha = 0.5 if args.approximation == "pep" and args.alpha is None else args.alpha
         blocks = None if args.blocks is None else cluster_blocks(X, args.blocks, seed=args.seed)
@@ -174,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "features / the sparse spectrum GP (then -M counts spectral pairs), or "
                    "KISS-GP (ski: -M grid points per input dimension, at most 3 inputs)")
     f.add_argument("--alpha", type=float, help="Power-EP power in (0, 1] (with pep; default 0.5)")
-    f.add_argument("-M", "--num-inducing", type=int, default=100)
+    f.add_argument("-M", "--num-inducing", type=int,
+                   help="inducing points (default min(N, 100)), spectral pairs (rff, ssgp: "
+                   "default 100) or grid points per input (ski: default 100)")
     f.add_argument("--mean", default="zero", choices=["zero", "constant", "linear"],
                    help="prior mean function (trained with the other parameters)")
     f.add_argument("--blocks", type=int, metavar="B",
@@ -216,12 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The Python arguments a library message may name, and `sparsegp fit`'s options for them.
+FIT_OPTIONS = {"standardize_": "--standardize", "inducing_points": "-M",
+               "num_features": "-M", "grid_size": "-M", "num_blocks": "--blocks"}
+
+
 def command_text(message: str, command: str) -> str:
-    """A library message as the command line says it: where it advises the Python arguments
-    that standardise the data, `sparsegp fit`'s flag is --standardize."""
-    if command == "fit" and "standardize_" in message:
-        return f"{message} (on the command line: --standardize)"
-    return message
+    """A library message as the command line says it: where it names the Python arguments
+    of `sparsegp fit`'s options, the options are named after it."""
+    if command != "fit":
+        return message
+    options = sorted({option for name, option in FIT_OPTIONS.items() if name in message})
+    return f"{message} (on the command line: {', '.join(options)})" if options else message
 
 
 def _show_warning(command: str) -> Callable[..., None]:

@@ -72,7 +72,13 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
         (["fit", str(tmp_path / "d.csv"), "--target", "zz"], "--target 'zz' is not a column"),
         (["fit", str(tmp_path / "bad.csv"), "--target", "b"], "line 2, column 'b': 'x' is not a number"),
         (["fit", str(tmp_path / "nope.csv"), "--target", "b"], "no such data file"),
-        (["fit", str(tmp_path / "d.csv"), "--target", "b", "-M", "11"], "exceeds the number of data points"),
+        (["fit", str(tmp_path / "d.csv"), "--target", "b", "-M", "11"],
+         "exceeds the number of data points N=10; choose M ≤ N (or pass an array of inducing "
+         "inputs) (on the command line: -M)"),
+        (["fit", str(tmp_path / "d.csv"), "--target", "b", "--approximation", "exact",
+          "--alpha", "0.5"], "--alpha applies to the pseudo-point family"),
+        (["fit", str(tmp_path / "d.csv"), "--target", "b", "--approximation", "exact",
+          "-M", "5"], "-M does not apply to --approximation exact"),
         (["fit", str(tmp_path / "d.csv"), "--target", "b", "--out", str(tmp_path / "no" / "m.pt")],
          "does not exist"),
         (["fit", str(tmp_path / "d.csv"), "--target", "b", "--out", str(tmp_path)], "is a folder"),
@@ -89,3 +95,15 @@ def test_python_dash_m_entry_point():
                          text=True, check=True)
     assert out.stdout.startswith("sparsegp ")
 
+
+
+@pytest.mark.parametrize("approximation", ["vfe", "pep", "rff", "ski"])
+def test_fit_on_fewer_rows_than_the_default_m_takes_the_model_default(tmp_path, capsys,
+                                                                      approximation):
+    X, y = make_problem(3, N=40, D=1)
+    write_csv(tmp_path / "d.csv", ["x", "y"], np.c_[X, y])
+    # -M used to default to 100: every fit of fewer than 100 rows failed without -M
+    argv = ["fit", str(tmp_path / "d.csv"), "--target", "y", "--approximation", approximation,
+            "--maxiter", "5", "--out", str(tmp_path / "m.pt")]
+    assert main(argv) == 0
+    assert (tmp_path / "m.pt").is_file()
