@@ -16,6 +16,8 @@ from .tabular import csv_header, read_csv, write_csv
 from .version import __version__
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .kernels.stationary import RadialKernel
     from .models.regression import GPModel
 
@@ -126,12 +128,23 @@ def _predict(args: argparse.Namespace) -> int:
         mean, var = model.predict(X, include_noise=not args.latent)
     else:  # SVGP, SGPC: y's mean and variance (for labels: p(y = 1) and p(1 − p))
         mean, var = model.predict_f(X) if args.latent else model.predict_y(X)
-    text = write_csv(args.out, ["mean", "variance"], [mean, var])
+    text = write_csv(args.out, *prediction_columns(mean, var))
     if args.out is None:
         sys.stdout.write(text)
     else:
         print(f"{X.shape[0]} predictions written to {args.out}")
     return 0
+
+
+def prediction_columns(mean: np.ndarray, var: np.ndarray) -> tuple[list[str], list[np.ndarray]]:
+    """(header, columns) of predictions: mean and variance of one output [N*], or mean_p and
+    variance_p of each of P outputs (classes of a multi-class model, latent functions)
+    [N*, P]."""
+    if mean.ndim == 1:
+        return ["mean", "variance"], [mean, var]
+    P = mean.shape[1]
+    names = [f"mean_{p}" for p in range(P)] + [f"variance_{p}" for p in range(P)]
+    return names, [*mean.T, *var.T]
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -107,3 +107,25 @@ def test_fit_on_fewer_rows_than_the_default_m_takes_the_model_default(tmp_path, 
             "--maxiter", "5", "--out", str(tmp_path / "m.pt")]
     assert main(argv) == 0
     assert (tmp_path / "m.pt").is_file()
+
+
+def test_predict_writes_a_column_pair_per_output_of_multi_output_models(tmp_path, capsys):
+    import sparsegp as sg
+
+    X, y = make_problem(4, N=50)
+    Y = np.c_[y, np.cos(X[:, 0])]
+    write_csv(tmp_path / "new.csv", ["x0", "x1"], X[:4])
+    models = {"sgpr": sg.SGPR(X, Y, inducing_points=5),
+              "mc": sg.SVGP(X, (y > np.median(y)).astype(int) + (y > np.quantile(y, 0.8)),
+                            inducing_points=5, likelihood=sg.likelihoods.MultiClass(3))}
+    for name, model in models.items():
+        model.save(tmp_path / f"{name}.pt")
+        # used to crash: "unsupported format string passed to numpy.ndarray.__format__"
+        assert main(["predict", str(tmp_path / f"{name}.pt"), str(tmp_path / "new.csv")]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        P = 2 if name == "sgpr" else 3
+        assert lines[0].split(",") == [f"mean_{p}" for p in range(P)] + [
+            f"variance_{p}" for p in range(P)]
+        values = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+        mean, var = model.predict_y(X[:4]) if name == "mc" else model.predict(X[:4], True)
+        np.testing.assert_array_equal(values, np.c_[mean, var])
