@@ -127,5 +127,6 @@ def test_predict_writes_a_column_pair_per_output_of_multi_output_models(tmp_path
         assert lines[0].split(",") == [f"mean_{p}" for p in range(P)] + [
             f"variance_{p}" for p in range(P)]
         values = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
-        mean, var = model.predict_y(X[:4]) if name == "mc" else model.predict(X[:4], True)
+        mean, var = (model.predict_y(X[:4]) if name == "mc"
+                     else model.predict(X[:4], include_noise=True))
         np.testing.assert_array_equal(values, np.c_[mean, var])
