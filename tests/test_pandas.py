@@ -185,6 +185,18 @@ def test_columns_other_than_the_training_ones_are_refused():
     assert_same(plain.predict(frame(X[:3], ["p", "q"])), plain.predict(X[:3]))
 
 
+def test_candidate_inducing_inputs_are_taken_by_name_too():
+    X, y = make_problem(11, N=40)
+    m = sg.SGPR(frame(X), y, inducing_points=5)
+    swapped = frame(X[:6], NAMES[::-1])  # used to be taken by position: wrong gains
+    with pytest.raises(ValueError, match=r"^candidates has columns \['income', 'age'\]"):
+        sg.diagnostics.inducing_gain(m, swapped)
+    with pytest.raises(ValueError, match=r"^candidates has columns \['income', 'age'\]"):
+        sg.select_inducing(frame(X), y, candidates=swapped, maxiter=5)
+    by_name = sg.diagnostics.inducing_gain(m, swapped[m.feature_names])
+    np.testing.assert_array_equal(by_name.total, sg.diagnostics.inducing_gain(m, X[:6]).total)
+
+
 def test_non_numeric_columns_are_named():
     X, y = make_problem(11, N=20)
     df = frame(X).assign(city=["Oslo"] * 20, grade=pd.Categorical(["a", "b"] * 10),

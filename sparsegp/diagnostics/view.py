@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..kernels.base import Kernel
 from ..objectives.collapsed import CollapsedProblem
-from ..validation import as_inputs
+from ..validation import as_inputs, check_columns
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class RegressionView:
     x_scale: Tensor
     problem: CollapsedProblem | None = None
     sharded: bool = False
+    feature_names: list[str] | None = None  # a DataFrame's columns, which candidates must match
 
     @property
     def num_data(self) -> int:
@@ -46,7 +47,9 @@ class RegressionView:
         return f"{self.name} ({approximation_label(self.problem)}, M = {self.problem.feature.num_inducing})"
 
     def internal(self, points: Any) -> Tensor:
-        """Inputs [K, D] in the units of X, as internal-unit tensors."""
+        """Inputs [K, D] in the units of X, as internal-unit tensors (a DataFrame's columns must
+        be the model's `feature_names`)."""
+        check_columns(points, self.feature_names, "candidates")
         Z = as_inputs(points, "candidates", num_features=self.X.shape[1], device=self.X.device)
         return (Z.to(self.X.dtype) - self.x_shift) / self.x_scale
 

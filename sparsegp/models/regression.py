@@ -216,7 +216,7 @@ class GPModel(Model):
                               noise, self.jitter,
                               self._objective_offset(), user_noise, self.x_shift,
                               self.x_scale, problem,
-                              self.shards_data and is_distributed())
+                              self.shards_data and is_distributed(), self.feature_names)
 
     def collapsed_problem(self) -> CollapsedProblem | None:
         """The collapsed objective of a sparse model as a value (None: the exact GP)."""

@@ -19,7 +19,7 @@ from ..diagnostics import ApproximationWarning
 from ..diagnostics.inducing_gain import inducing_gain
 from ..kernels.base import Kernel
 from ..models import SGPR
-from ..validation import positive_float, positive_int
+from ..validation import check_columns, positive_float, positive_int
 
 
 @dataclass
@@ -99,6 +99,7 @@ def select_inducing(
     if not 1 <= model.num_inducing <= max_inducing:
         raise ValueError(f"need 1 ≤ initial_inducing ≤ max_inducing; got {model.num_inducing}, "
                          f"{max_inducing}")
+    check_columns(candidates, model.feature_names, "candidates")  # by name, as for predict
     pool = np.asarray(X if candidates is None else candidates, dtype=np.float64)
     if pool.ndim != 2 or pool.shape[1] != model.input_dim or pool.shape[0] == 0:
         raise ValueError(f"candidates must have shape [C, {model.input_dim}] with C ≥ 1; got "
