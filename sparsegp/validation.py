@@ -28,7 +28,8 @@ def _describe(x: Any) -> str:
 def as_tensor(
     x: Any, name: str, *, dtype: torch.dtype | None = None, device: torch.device | None = None
 ) -> Tensor:
-    """A floating tensor from an array-like; a torch tensor must already match dtype/device."""
+    """A floating tensor from an array-like, in memory of its own; a torch tensor must already
+    match dtype/device."""
     if isinstance(x, Tensor):
         if x.is_complex() or not (x.is_floating_point() or x.dtype in _INT_TYPES):
             raise TypeError(f"{name} must hold real numbers; got a {x.dtype} tensor")
@@ -39,8 +40,12 @@ def as_tensor(
             )
         if device is not None and x.device != torch.device(device):
             raise ValueError(f"{name} is on {x.device} but the model is on {device}; move it with .to()")
-        t = x.detach().contiguous()  # one memory layout: results do not depend on strides
-        return t if t.is_floating_point() else t.to(dtype or DEFAULT_DTYPE)
+        # one memory layout (results do not depend on strides), and never the user's memory:
+        # changing their tensor afterwards must not change a model built from it
+        t = x.detach().contiguous()
+        if not t.is_floating_point():
+            return t.to(dtype or DEFAULT_DTYPE)
+        return t.clone() if t.data_ptr() == x.data_ptr() else t
     if _pandas_kind(x) is not None:
         x = _pandas_values(x, name)
     try:
@@ -50,7 +55,9 @@ def as_tensor(
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"{name} must hold real numbers; got an array of dtype {arr.dtype}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)  # one memory layout, as above
-    return torch.as_tensor(arr, dtype=dtype or DEFAULT_DTYPE, device=device)
+    # a copy, as above (which also reads read-only arrays, e.g. memory maps, without torch's
+    # "not writable" warning)
+    return torch.tensor(arr, dtype=dtype or DEFAULT_DTYPE, device=device)
 
 
 _INT_TYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -101,3 +103,24 @@ def test_float32_data_give_a_float32_model():
     assert np.isfinite(m.log_marginal_likelihood())
     mean, var = m.predict(torch.tensor(X[:4], dtype=torch.float32))
     assert mean.dtype == var.dtype == np.float32
+
+
+@pytest.mark.parametrize("convert", [np.asarray, torch.as_tensor])
+def test_a_model_does_not_share_memory_with_the_users_arrays(convert):
+    X, y = make_problem(30, N=40)
+    X_user, y_user = convert(X.copy()), convert(y.copy())
+    model = sg.SVGP(X_user, y_user, inducing_points=5)  # SVGP kept y_user's memory
+    before = model.log_marginal_likelihood()
+    X_user[:] = 0.0
+    y_user[:] = 0.0
+    assert model.log_marginal_likelihood() == before
+
+
+def test_read_only_arrays_are_read_without_a_warning():
+    X, y = make_problem(31, N=40)
+    for a in (X, y):
+        a.flags.writeable = False  # a memory map or a pandas copy-on-write column, say
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch: "The given NumPy array is not writable"
+        model = sg.SGPR(X, y, inducing_points=5)
+        model.predict(X[:3])
