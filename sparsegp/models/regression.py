@@ -139,10 +139,19 @@ class GPModel(Model):
             v = None
         what = "a finite number" if not shape else f"a number or {shape[0]} numbers"
         if (v is None or v.dim() > 1 or (v.dim() == 1 and tuple(v.shape) != shape)
-                or not bool(torch.isfinite(v).all()) or bool((v <= NOISE_FLOOR).any())):
-            raise ValueError(f"noise_variance must be {what} > {NOISE_FLOOR:g}; got "
-                             f"{_short(value)}")
-        return v / float(self.y_scale) ** 2
+                or not bool(torch.isfinite(v).all()) or bool((v <= 0).any())):
+            raise ValueError(f"noise_variance must be {what} > 0; got {_short(value)}")
+        # the floor holds in the internal units (those of the standardised y, if standardised);
+        # a value at the floor (as a fit that ends there reads) is taken as just above it
+        scale2 = float(self.y_scale) ** 2
+        internal = v / scale2
+        if bool((internal < NOISE_FLOOR * (1 - 1e-9)).any()):
+            raise ValueError(f"noise_variance must be at least {NOISE_FLOOR * scale2:.4g} in the "
+                             f"units of y (the least noise the model represents: {NOISE_FLOOR:g} "
+                             f"in its internal units); got {_short(value)}")
+        above = torch.nextafter(torch.tensor(NOISE_FLOOR, dtype=PARAMETER_DTYPE),
+                                torch.tensor(1.0, dtype=PARAMETER_DTYPE))
+        return torch.maximum(internal, above)
 
     def noise_rows(self) -> Tensor:
         """σ² (a scalar) or σ²_n of every data point [N], internal units, differentiable."""

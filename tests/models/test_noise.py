@@ -198,3 +198,19 @@ def test_bad_noise_arguments_are_named(kwargs, match):
     X, y, _, Z = data()
     with pytest.raises(ValueError, match=match):
         sg.SGPR(X, y, inducing_points=Z, **kwargs)
+
+
+def test_the_noise_floor_is_checked_in_the_units_of_y():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0, 5, (50, 1))
+    y = 1e-3 * np.sin(X[:, 0]) + 1e-4 * rng.normal(size=50)  # var(y) ≈ 5e-7
+    # the floor 1e-6 holds for the standardised y: 5e-8 is above it there (it was refused)
+    m = sg.SGPR(X, y, inducing_points=5, standardize_y=True, noise_variance=5e-8)
+    assert m.noise_variance == pytest.approx(5e-8, rel=1e-12)
+    floor = 1e-6 * float(np.std(y, ddof=1)) ** 2
+    with pytest.raises(ValueError, match=f"at least {floor:.4g} in the units of y .*; got [^:]*$"):
+        sg.SGPR(X, y, inducing_points=5, standardize_y=True, noise_variance=floor / 2)
+    # a value at the floor, as a fit that ends there reads it, can be set back
+    at_floor = sg.SGPR(X, y * 1e3, inducing_points=5, noise_variance=1e-6)
+    at_floor.noise_variance = at_floor.noise_variance
+    assert at_floor.noise_variance == pytest.approx(1e-6, rel=1e-12)
