@@ -4,7 +4,8 @@ Each step adds the candidate input with the largest gain of the VFE objective, c
 all candidates at once by the rank-one update of MATH.md §3 (`inducing_gain`) without
 refitting; that the bound can only improve is what makes greedy growth safe (Titsias 2009;
 Bauer, van der Wilk & Rasmussen 2016). The stopping rule uses the certificate
-F_VFE ≤ log p(y) ≤ U (Titsias 2014): stop once U − F_VFE < tol·(1 + |F_VFE|).
+F_VFE ≤ log p(y) ≤ U (Titsias 2014): stop once U − F_VFE < tol·N, `tol` nats per data point
+(the gap, unlike the bounds themselves, does not depend on the units of y).
 """
 
 from __future__ import annotations
@@ -46,12 +47,12 @@ class SelectionCurve:
         return len(self.num_inducing)
 
 
-def _converged(curve: SelectionCurve, tol: float) -> bool:
-    return curve.upper[-1] - curve.lower[-1] < tol * (1.0 + abs(curve.lower[-1]))
+def _converged(curve: SelectionCurve, allowed_gap: float) -> bool:
+    return curve.upper[-1] - curve.lower[-1] < allowed_gap
 
 
 def select_inducing(
-    X: Any, y: Any, kernel: Kernel | None = None, *, tol: float = 0.05,
+    X: Any, y: Any, kernel: Kernel | None = None, *, tol: float = 0.01,
     max_inducing: int | None = None, candidates: Any = None, candidates_per_step: int | None = 500,
     initial_inducing: Any = 1, optimize_inducing: bool = False, maxiter: int = 1000, seed: int = 0,
     **model_kwargs: Any,
@@ -65,15 +66,16 @@ def select_inducing(
     hyperparameters (the kernel's values, or the data-based defaults of `SGPR`). Then
     alternate (a) greedy growth with the hyperparameters fixed — add the candidate with the
     largest VFE gain, at most `candidates_per_step` candidates drawn at random per step as in
-    Titsias (2009) (None: all) — until upper − lower < tol·(1 + |lower|) or M reaches
+    Titsias (2009) (None: all) — until upper − lower < tol·N (`tol` nats per data point; the
+    diagnostics warn above 0.1) or M reaches
     `max_inducing` (default min(N, 1000)), and (b) a refit of the hyperparameters
     (`fit(maxiter)`, inducing inputs frozen unless `optimize_inducing`). Stop when the bounds
     still meet after a refit, at `max_inducing`, or when no candidate improves the bound.
     Hyperparameters are never fitted with too few inducing inputs: a VFE fit with very small
     M explains the data as noise, where the bounds meet trivially (Bauer et al. 2016).
     `model_kwargs` go to `SGPR` (noise_variance, jitter, standardize_X, standardize_y, ...).
-    The Titsias (2014) upper bound stays loose by a term that grows with Σ_n d_n, so a tol of a
-    few per cent already means that the bounds have essentially met.
+    The Titsias (2014) upper bound stays loose by a term that grows with Σ_n d_n, so the
+    default of 0.01 nats per point already means that the bounds have essentially met.
     Returns (model, curve): `curve.num_inducing`, `curve.lower`, `curve.upper` are lists with
     one entry per step, `curve.gap` [steps]. An `ApproximationWarning` says so when it stops
     with the bounds apart (max_inducing reached, candidates used up, or none improving);
@@ -95,6 +97,7 @@ def select_inducing(
     model = SGPR(X, y, kernel=kernel, inducing_points=initial_inducing, approximation="vfe",
                  seed=seed, **model_kwargs)
     N = model.num_data
+    allowed_gap = tol * N
     max_inducing = min(N, 1000) if max_inducing is None else int(max_inducing)
     if not 1 <= model.num_inducing <= max_inducing:
         raise ValueError(f"need 1 ≤ initial_inducing ≤ max_inducing; got {model.num_inducing}, "
@@ -111,7 +114,7 @@ def select_inducing(
     curve = SelectionCurve()
     curve.record(model, False)
     while True:
-        met = _converged(curve, tol)
+        met = _converged(curve, allowed_gap)
         if met and curve.refitted[-1]:
             break
         exhausted = model.num_inducing >= max_inducing or not available.any()
@@ -135,12 +138,12 @@ def select_inducing(
         model.add_inducing_points(pool[idx[best]][None, :])
         available &= ~np.all(pool == pool[idx[best]], axis=1)  # its copies add nothing
         curve.record(model, False)
-    if not _converged(curve, tol):
+    if not _converged(curve, allowed_gap):
         why = ("max_inducing reached" if model.num_inducing >= max_inducing else
                "no candidate improves the bound" if available.any() else "candidates used up")
         warnings.warn(f"select_inducing stopped at M = {model.num_inducing} ({why}) with the "
                       f"bounds {curve.upper[-1] - curve.lower[-1]:.3g} nats apart, more than "
-                      f"tol·(1 + |lower|) = {tol * (1 + abs(curve.lower[-1])):.3g}: the "
+                      f"tol·N = {allowed_gap:.3g}: the "
                       "approximation is not certified; give more or other candidates, or a "
                       "larger max_inducing", ApproximationWarning, stacklevel=2)
     return model, curve
