@@ -12,8 +12,9 @@ The checks work on a `RegressionView` that the model hands over (any inducing fe
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import torch
@@ -35,6 +36,7 @@ from ..objectives.collapsed import (
     upper_bound_from_statistics,
 )
 from ..objectives.exact import exact_log_marginal_likelihood
+from ..validation import positive_float, positive_int
 from .view import RegressionView, approximation_label, view_of
 
 
@@ -183,15 +185,22 @@ def diagnose(
       "effectively M = …";
     * inducing variables farther than `far_lengthscales` lengthscales (or their correlation
       equivalent) from every data point.
-    For a GPR the bounds equal the exact evidence; only the noise is checked.
+    For a GPR the bounds equal the exact evidence; only the noise is checked. Everything is
+    evaluated in float64 whatever the model's `compute_dtype` (float32's ~1e-3 relative
+    error would turn the checks' comparisons into noise).
     Cost: O(N (M + extra)²) for SGPR, plus O(N³) for the exact evidence when
     N ≤ `exact_max_data`.
     """
     for name, v in (("merge_fraction", merge_fraction), ("far_lengthscales", far_lengthscales),
                     ("noise_fraction", noise_fraction), ("gap_per_point", gap_per_point)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ValueError(f"{name} must be a positive number; got {v!r}")
+        positive_float(v, name)
+    if extra_inducing is not None:
+        extra_inducing = positive_int(extra_inducing, "extra_inducing")
+    if isinstance(exact_max_data, bool) or not isinstance(exact_max_data, numbers.Integral):
+        raise ValueError(f"exact_max_data must be an integer (0: never); got {exact_max_data!r}")
     view = view_of(model)
+    if view.problem is not None and view.problem.compute_dtype is not None:
+        view = replace(view, problem=view.problem._replace(compute_dtype=None))  # float64
     if view.sharded:
         raise RuntimeError("diagnose() needs all the data in one process; it does not support "
                            "data sharded over torch.distributed ranks")
@@ -226,14 +235,15 @@ def diagnose(
     rep.exceeds_upper_bound = p is not None and p.fam.mode != "vfe" and objective > best_upper + tol
     if rep.exceeds_upper_bound:
         rep.warnings.append(
-            f"the {approximation} objective {objective:.4g} exceeds an upper bound "
-            f"{best_upper:.4g} on the exact log evidence: it provably over-estimates log p(y) at "
+            f"the {approximation} objective {objective:.6g} exceeds an upper bound "
+            f"{best_upper:.6g} on the exact log evidence by {objective - best_upper:.3g} nats: "
+            "it provably over-estimates log p(y) at "
             "these hyperparameters, so they are not to be trusted (Bauer et al. 2016); compare "
             "with approximation='vfe'")
     elif p is not None and p.fam.mode != "vfe" and exact is not None and objective > exact + tol:
         rep.warnings.append(
-            f"the {approximation} objective {objective:.4g} exceeds the exact log evidence "
-            f"{exact:.4g} at these hyperparameters by {objective - exact:.3g} nats: it "
+            f"the {approximation} objective {objective:.6g} exceeds the exact log evidence "
+            f"{exact:.6g} at these hyperparameters by {objective - exact:.3g} nats: it "
             "over-estimates log p(y), and fitting it favours the wrong hyperparameters")
     if noise_ratio < noise_fraction:
         hint = ("FITC and Power EP with α near 1 are known to drive the noise towards zero "

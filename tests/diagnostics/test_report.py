@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import sparsegp as sg
 from sparsegp.diagnostics import Diagnostics, diagnose
@@ -177,3 +179,30 @@ def test_periodic_kernels_merge_by_correlation_not_by_lengthscale():
     rep = diagnose(m)
     assert rep.merged_pairs == [(2, 3)] and rep.effective_num_inducing == 4
     assert any("lengthscale-equivalents (by correlation)" in w for w in rep.warnings)
+
+
+def test_a_float32_model_is_diagnosed_in_float64():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (200, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=200)
+    model = sg.SGPR(torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32),
+                    inducing_points=40, noise_variance=0.01)
+    model.fit(maxiter=100)
+    # in float32 the bounds crossed: the tight upper bound fell below the lower bound and the
+    # exact evidence (a negative certified gap)
+    rep = model.diagnostics()
+    assert rep.lower_bound <= rep.exact <= rep.tight_upper_bound
+    reference = copy.deepcopy(model).to(torch.float64).diagnostics()
+    assert rep.lower_bound == pytest.approx(reference.lower_bound, rel=1e-12)
+    assert rep.tight_upper_bound == pytest.approx(reference.tight_upper_bound, rel=1e-12)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"extra_inducing": "a"}, "extra_inducing must be a positive integer"),
+    ({"exact_max_data": None}, "exact_max_data must be an integer"),
+    ({"gap_per_point": 0}, "gap_per_point must be a positive number"),
+])
+def test_diagnostics_options_are_checked(options, message):
+    X, y = sg.datasets.snelson()
+    with pytest.raises(ValueError, match=message):
+        sg.SGPR(X[::4], y[::4], inducing_points=5).diagnostics(**options)
