@@ -37,7 +37,8 @@ class Registry:
     def get(self, name: Any) -> type[Registered]:
         cls = self._classes.get(name) if isinstance(name, str) else None
         if cls is None:
-            raise ValueError(f"unknown {self.kind} type {name!r}; known types: "
+            raise ValueError(f"unknown {self.kind} type {name!r} (a class of your own must be "
+                             f"defined or imported before loading); known types: "
                              f"{', '.join(self.names())}")
         return cls
 

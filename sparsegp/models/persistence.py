@@ -10,6 +10,7 @@ parameters that had one, and `load` warns that they must be set again.
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from pathlib import Path
@@ -32,6 +33,7 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
     """Write `model` to `path`. Data are stored if `include_data`; by default only for the
     exact GP, whose posterior holds X anyway (a sparse model predicts without them)."""
     path = check_model_path(path)
+    check_restorable(model)
     if include_data is None:
         include_data = model.saves_data_by_default
     post = model.posterior()
@@ -56,6 +58,26 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
         torch.save(payload, path)
     except (OSError, RuntimeError) as err:  # torch reports write failures as RuntimeError
         raise OSError(f"cannot write the model file {path} ({_reason(err)})") from None
+
+
+def check_restorable(model: Any) -> None:
+    """A TypeError naming the constructor arguments of the model's user-defined parts (kernels,
+    likelihoods, means, features of the user's own classes) that their `config()` does not
+    record: `load` would rebuild those parts with the arguments' defaults, in silence."""
+    lost = []
+    for part in model.modules():
+        if part is model or not hasattr(part, "config") or \
+                type(part).__module__.split(".")[0] == "sparsegp":
+            continue
+        args = part.config().get("args", {})
+        signature = inspect.signature(type(part).__init__).parameters.values()
+        lost += [f"{type(part).__name__}({p.name}=...)" for p in signature
+                 if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                 and p.name not in args]
+    if lost:
+        raise TypeError(f"cannot save: {', '.join(lost)} would be rebuilt with the default on "
+                        "load, as config() does not record it; extend the class's config() to "
+                        "put it in 'args' (its positive parameters are recorded already)")
 
 
 def check_model_path(path: str | Path) -> Path:

@@ -160,3 +160,42 @@ def test_sgpc_state_dict_carries_the_sites():
     np.testing.assert_array_equal(new.predict_proba(X[:5]), old.predict_proba(X[:5]))
     with pytest.raises(RuntimeError, match="tau: \\(60,\\) sites for the model's 30 data points"):
         sg.SGPC(X[:30], labels[:30], inducing_points=6).load_state_dict(old.state_dict())
+
+
+class _PowerCosine(sg.kernels.Kernel):
+    """σ² cos(ω (x − x'))^(2p): `power` is a constructor argument, not a parameter."""
+
+    def __init__(self, variance=None, frequency=1.0, power=1):
+        super().__init__()
+        self.power = power
+        self._declare("variance", variance, 1.0, 1e-6)
+        self._declare("frequency", frequency, 1.0, 1e-6)
+
+    def K(self, X, X2=None):
+        X2 = X if X2 is None else X2
+        return self.value("variance") * torch.cos(self.value("frequency") * (X - X2.T)) ** (
+            2 * self.power)
+
+    def K_diag(self, X):
+        return self.value("variance").expand(X.shape[0])
+
+
+class _RecordedPowerCosine(_PowerCosine):
+    def config(self):
+        cfg = super().config()
+        cfg["args"]["power"] = self.power
+        return cfg
+
+
+def test_a_kernel_argument_its_config_does_not_record_is_refused_at_save(tmp_path):
+    X, y = make_problem(7, N=30, D=1)
+    model = sg.GPR(X, y, kernel=_PowerCosine(power=3))
+    # was saved, then loaded with power=1: other predictions, in silence
+    with pytest.raises(TypeError, match=r"_PowerCosine\(power=\.\.\.\) would be rebuilt with "
+                                        "the default"):
+        model.save(tmp_path / "m.pt")
+    recorded = sg.GPR(X, y, kernel=_RecordedPowerCosine(power=3))
+    recorded.save(tmp_path / "r.pt")
+    loaded = sg.load(tmp_path / "r.pt")
+    assert loaded.kernel.power == 3
+    np.testing.assert_array_equal(loaded.predict(X[:3])[0], recorded.predict(X[:3])[0])
