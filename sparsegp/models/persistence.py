@@ -35,7 +35,11 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
     path = check_model_path(path)
     check_restorable(model)
     if include_data is None:
-        include_data = model.saves_data_by_default
+        include_data = model.saves_data_by_default and model.y is not None
+    elif include_data and model.y is None:
+        raise ValueError("include_data=True, but this model has no data (it was loaded without "
+                         "them): save it without include_data, or load a file that has them")
+    check_metadata(model.metadata)
     post = model.posterior()
     payload = {
         "format": FORMAT_TAG,
@@ -58,6 +62,28 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
         torch.save(payload, path)
     except (OSError, RuntimeError) as err:  # torch reports write failures as RuntimeError
         raise OSError(f"cannot write the model file {path} ({_reason(err)})") from None
+
+
+#: What `metadata` may hold: the types the weights-only reader of `load` accepts.
+PLAIN_TYPES = (str, int, float, bool, type(None))
+
+
+def check_metadata(value: Any, where: str = "metadata") -> None:
+    """A TypeError naming the first entry of `model.metadata` that `load` could not read back
+    (only str, int, float, bool, None and lists, tuples, sets and dicts of them)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) not in PLAIN_TYPES:
+                raise TypeError(f"cannot save: {where} has a key of type {type(key).__name__} "
+                                "(keys may be str, int, float, bool or None)")
+            check_metadata(item, f"{where}[{key!r}]")
+    elif isinstance(value, (list, tuple, set)):
+        for i, item in enumerate(value):
+            check_metadata(item, f"{where}[{i}]")
+    elif type(value) not in PLAIN_TYPES:
+        raise TypeError(f"cannot save: {where} is a {type(value).__name__}; metadata may hold "
+                        "str, int, float, bool, None and lists and dicts of them (convert it, "
+                        "e.g. float(x), x.tolist(), str(path))")
 
 
 def check_restorable(model: Any) -> None:
@@ -125,8 +151,18 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
         True
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a model file")
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")
+    try:
+        device = torch.device(map_location)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"map_location must name a device (e.g. 'cpu', 'cuda'); got "
+                         f"{map_location!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"cannot load {path} onto {device}: no CUDA device is available "
+                           "here (load it with map_location='cpu')")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # the weights-only unpickler runs no code: any failure = bad file

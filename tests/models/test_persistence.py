@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -199,3 +201,32 @@ def test_a_kernel_argument_its_config_does_not_record_is_refused_at_save(tmp_pat
     loaded = sg.load(tmp_path / "r.pt")
     assert loaded.kernel.power == 3
     np.testing.assert_array_equal(loaded.predict(X[:3])[0], recorded.predict(X[:3])[0])
+
+
+@pytest.mark.parametrize("metadata, name", [
+    ({"lr": np.float64(0.1)}, r"metadata\['lr'\] is a float64"),
+    ({"runs": [1, {"x": np.zeros(2)}]}, r"metadata\['runs'\]\[1\]\['x'\] is a ndarray"),
+    ({"path": Path("data.csv")}, r"metadata\['path'\] is a \w*Path"),
+])
+def test_metadata_load_could_not_read_is_refused_at_save(metadata, name, tmp_path):
+    X, y = make_problem(8, N=30)
+    model = sg.SGPR(X, y, inducing_points=5)
+    model.metadata = metadata  # was saved, then "not a readable sparsegp model file" at load
+    with pytest.raises(TypeError, match=f"cannot save: {name}"):
+        model.save(tmp_path / "m.pt")
+    model.metadata = {"lr": 0.1, "runs": [1, {"x": [0.0, 0.0]}], "path": "data.csv", 3: None}
+    model.save(tmp_path / "m.pt")
+    assert sg.load(tmp_path / "m.pt").metadata == model.metadata
+
+
+def test_saving_data_a_model_does_not_have_and_loading_onto_a_missing_device(tmp_path):
+    X, y = make_problem(9, N=30)
+    sg.SGPR(X, y, inducing_points=5).save(tmp_path / "m.pt")
+    loaded = sg.load(tmp_path / "m.pt")
+    with pytest.raises(ValueError, match="include_data=True, but this model has no data"):
+        loaded.save(tmp_path / "n.pt", include_data=True)  # wrote a file without data
+    with pytest.raises(IsADirectoryError, match="is a folder, not a model file"):
+        sg.load(tmp_path)
+    if not torch.cuda.is_available():  # blamed the file: "corrupt, truncated or foreign"
+        with pytest.raises(RuntimeError, match="no CUDA device is available here"):
+            sg.load(tmp_path / "m.pt", map_location="cuda")
