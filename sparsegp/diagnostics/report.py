@@ -382,6 +382,8 @@ def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: floa
             f"{M} ({why})")
     if rep.far_inducing:
         rep.warnings.append(
-            f"{len(rep.far_inducing)} inducing variables are farther than {far_lengthscales:g} "
+            f"{len(rep.far_inducing)} inducing "
+            f"{'variables are' if len(rep.far_inducing) > 1 else 'variable is'} farther than "
+            f"{far_lengthscales:g} "
             f"{unit} from every data point (rows {rep.far_inducing[:10]}"
             f"{'…' if len(rep.far_inducing) > 10 else ''}): they explain no data")

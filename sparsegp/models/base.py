@@ -367,7 +367,15 @@ class Model(Registered, DtypeModule, ABC):
             labels = {name: names for name, value, *_ in self.named_values()
                       if name.split(".")[0] in ("kernel", "mean") and value.dim() == 1
                       and value.shape[0] == len(names)}
-        return super().summary(labels)
+        table = super().summary(labels)
+        standardised = [what for what, scale in (("X", self.x_scale),
+                                                 ("y", getattr(self, "y_scale", None)))
+                        if scale is not None and not bool((scale == 1).all())]
+        if standardised:  # the parameters then live in the standardised units
+            table += (f"\n(values in the model's internal units: {' and '.join(standardised)} "
+                      "standardised; model.noise_variance and model.inducing_points give "
+                      "them in your units)")
+        return table
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(N={self._num_data}, D={self.input_dim})\n{self.summary()}"

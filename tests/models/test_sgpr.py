@@ -184,3 +184,13 @@ def test_add_inducing_points_appends_in_user_units_and_keeps_a_frozen_z_frozen()
     np.testing.assert_allclose(m.inducing_points[4:], X[:2], rtol=1e-12, atol=1e-12)
     assert not m.feature.Z.requires_grad
     assert m.log_marginal_likelihood() >= before - 1e-9  # VFE: more inducing inputs never hurt
+
+
+def test_summary_says_when_its_values_are_in_standardised_units():
+    X, y = sg.datasets.snelson()
+    note = "values in the model's internal units: X and y standardised"
+    assert note in sg.SGPR(X, y, inducing_points=3, standardize_X=True,
+                           standardize_y=True).summary()
+    assert "internal units: y standardised" in sg.SGPR(X, y, inducing_points=3,
+                                                       standardize_y=True).summary()
+    assert "internal units" not in sg.SGPR(X, y, inducing_points=3).summary()
