@@ -44,6 +44,7 @@ from .diagnostics import ApproximationWarning
 from .features.initialisation import distinct_rows
 from .likelihoods import Bernoulli, MultiClass
 from .models import GPR, SGPC, SGPR, SVGP
+from .objectives.collapsed import APPROXIMATIONS
 from .training import fit_lbfgsb
 from .validation import ScaleWarning
 
@@ -86,13 +87,6 @@ def _num_inducing(num_inducing: Any, X: np.ndarray) -> int:
             or num_inducing < 1:
         raise ValueError(f"num_inducing must be a positive integer; got {num_inducing!r}")
     return min(int(num_inducing), distinct_rows(torch.as_tensor(X)))
-
-
-def _writable(*arrays: np.ndarray) -> Any:
-    """The arrays, copied where read-only (a memory-mapped fold): torch refuses to share
-    memory it may not write, and warns."""
-    out = tuple(np.require(a, requirements=["W"]) for a in arrays)
-    return out if len(out) > 1 else out[0]
 
 
 def _copy(part: Any) -> Any:
@@ -150,12 +144,18 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> SparseGPRegressor:
         """Build the model on (X [N, D], y [N]) and maximise its objective; returns self."""
-        X, y = _writable(*validate_data(self, X, y, y_numeric=True, dtype=np.float64,
-                                        ensure_min_samples=2))
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, ensure_min_samples=2)
         common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
                       noise_variance=self.noise_variance, standardize_X=bool(self.standardize),
                       standardize_y=bool(self.standardize))
         name = self.approximation.lower() if isinstance(self.approximation, str) else None
+        if name not in (*APPROXIMATIONS, "exact"):
+            raise ValueError(f"approximation must be one of {', '.join(APPROXIMATIONS)} or exact; "
+                             f"got {self.approximation!r}")
+        if self.noise_variance is not None and np.ndim(self.noise_variance) > 0:
+            raise ValueError("noise_variance must be one number (the noise's starting value): "
+                             "known per-point noise needs the new points' noise at prediction, "
+                             "which scikit-learn's predict cannot pass; use sparsegp.SGPR")
         model: GPR | SGPR
         if name == "exact":
             model = GPR(X, y, **common)
@@ -167,6 +167,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         result, self.fit_warnings_ = _collecting(partial(model.fit, maxiter=self.maxiter,
                                                          progress=False))
         self.model_ = model
+        model.feature_names = getattr(self, "feature_names_in_", None)
         self.n_iter_ = result.iterations
         self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
         return self
@@ -183,7 +184,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         if return_std and return_cov:
             raise RuntimeError("at most one of return_std and return_cov can be requested")
-        X = _writable(validate_data(self, X, reset=False, dtype=np.float64))
+        X = validate_data(self, X, reset=False, dtype=np.float64)
         mean, var = self.model_.predict(X, full_cov=return_cov, include_noise=include_noise)
         if return_cov:
             return mean, var
@@ -246,9 +247,14 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
 
     def _backend(self, num_classes: int) -> str:
         """'pep' or 'svgp' for `num_classes` classes, with an error naming the fix."""
-        name = self.approximation
+        name = self.approximation.lower() if isinstance(self.approximation, str) else None
         if name not in ("auto", "pep", "svgp"):
-            raise ValueError(f"approximation must be 'auto', 'pep' or 'svgp'; got {name!r}")
+            raise ValueError(f"approximation must be 'auto', 'pep' or 'svgp'; got "
+                             f"{self.approximation!r}")
+        links = ("probit", "logit") if num_classes == 2 else ("softmax", "robustmax")
+        if self.link is not None and self.link not in links:
+            raise ValueError(f"link={self.link!r} does not apply to {num_classes} classes: "
+                             f"use {links[0]!r} or {links[1]!r} (or None)")
         if name == "auto":
             return "pep" if num_classes == 2 else "svgp"
         if name == "pep" and num_classes > 2:
@@ -258,7 +264,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> SparseGPClassifier:
         """Build the model on (X [N, D], labels y [N]) and train it; returns self."""
-        X, y = _writable(*validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2))
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -283,6 +289,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
             run = partial(fit_lbfgsb, model, maxiter=maxiter, progress=False)
         result, self.fit_warnings_ = _collecting(run)
         self.model_, self.classes_ = model, classes
+        model.feature_names = getattr(self, "feature_names_in_", None)
         self.n_iter_ = result.iterations
         self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
         return self
@@ -290,7 +297,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities [N*, C], columns in the order of `classes_`."""
         check_is_fitted(self)
-        X = _writable(validate_data(self, X, reset=False, dtype=np.float64))
+        X = validate_data(self, X, reset=False, dtype=np.float64)
         p = np.asarray(self.model_.predict_proba(X), dtype=np.float64)
         if p.ndim == 1:  # P(y = classes_[1])
             p = np.column_stack([1.0 - p, p])

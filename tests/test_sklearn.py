@@ -156,6 +156,9 @@ def test_dataframe_feature_names():
     est = SparseGPClassifier(approximation="svgp", num_inducing=5, maxiter=5).fit(frame, y)
     np.testing.assert_array_equal(est.feature_names_in_, ["height", "weight"])
     assert est.n_features_in_ == 2
+    assert est.model_.feature_names == ["height", "weight"]  # summary() lists them (was None)
+    reg = SparseGPRegressor(num_inducing=5, maxiter=5).fit(frame, y)
+    assert reg.model_.feature_names == ["height", "weight"] and "height" in reg.model_.summary()
 
 
 @pytest.mark.parametrize("make", [
@@ -212,3 +215,25 @@ def test_num_inducing_is_capped_at_the_distinct_inputs():
     reg = SparseGPRegressor(num_inducing=20, maxiter=5).fit(X, y)
     clf = SparseGPClassifier(num_inducing=20, maxiter=1).fit(X, y > 0.5)
     assert reg.model_.num_inducing == clf.model_.num_inducing == 4
+
+
+@pytest.mark.parametrize("estimator, message", [
+    # fitted, then every predict failed: "predicting noisy y* needs the noise of the new points"
+    (SparseGPRegressor(noise_variance=[0.1] * 30), "noise_variance must be one number"),
+    (SparseGPRegressor(approximation="foo"), "must be one of vfe, fitc, dtc, pep or exact"),
+    (SparseGPClassifier(link="softmax"), "link='softmax' does not apply to 2 classes: use "
+                                         "'probit' or 'logit'"),
+])
+def test_wrapper_options_that_cannot_work_are_named_at_fit(estimator, message):
+    X, y = _binary(30)
+    with pytest.raises(ValueError, match=message):
+        estimator.fit(X, y if isinstance(estimator, SparseGPClassifier) else X[:, 0])
+
+
+def test_classifier_link_and_approximation_names_for_several_classes():
+    X, y = _three_classes()
+    with pytest.raises(ValueError, match="link='logit' does not apply to 3 classes: use "
+                                         "'softmax' or 'robustmax'"):
+        SparseGPClassifier(link="logit").fit(X, y)
+    est = SparseGPClassifier(approximation="SVGP", num_inducing=5, maxiter=5).fit(X, y)
+    assert type(est.model_).__name__ == "SVGP"  # as the regressor takes "VFE"

@@ -389,5 +389,5 @@ def block_alpha(alpha: float | Sequence[float] | Tensor, num_blocks: int) -> Ten
         raise ValueError(f"alpha must be one power or one per block ({num_blocks} blocks); "
                          f"got {values.numel()} values")
     if not bool(((values > 0) & (values <= 1)).all()) or any(math.isnan(v) for v in values):
-        raise ValueError("alpha must lie in (0, 1] for every block (α → 0 is 'vfe')")
+        raise ValueError("alpha must lie in (0, 1] for every block (α → 0 is VFE)")
     return values

@@ -61,7 +61,7 @@ def family(approximation: str, alpha: float | None = None) -> Family:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
             raise TypeError(f"alpha must be a number in (0, 1]; got {type(alpha).__name__}")
         if not (0.0 < float(alpha) <= 1.0) or math.isnan(alpha):
-            raise ValueError(f"alpha must lie in (0, 1] (α → 0 is 'vfe'); got {alpha}")
+            raise ValueError(f"alpha must lie in (0, 1] (α → 0 is VFE); got {alpha}")
         return Family("pep", "pep", float(alpha))
     if alpha is not None and not (name == "fitc" and float(alpha) == 1.0):
         raise ValueError(f"alpha applies only to approximation='pep'; got alpha={alpha} with {name!r}")
