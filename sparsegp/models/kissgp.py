@@ -134,6 +134,14 @@ class KISSGP(GPModel):
         self._grid: tuple[Tensor, Grid] | None = None
         self.last_solution: Solution | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave out the grid cache: its sparse CSR matrices cannot be
+        deep-copied (torch), and `grid()` rebuilds them on demand."""
+        state = dict(super().__getstate__() if hasattr(super(), "__getstate__")
+                     else self.__dict__)
+        state["_grid"] = None
+        return state
+
     # -- the iterative evidence -----------------------------------------------------------
     def grid(self) -> Grid:
         """The training inputs interpolated onto the grid (built once per data set)."""

@@ -139,3 +139,16 @@ def test_command_line_fit_and_predict(tmp_path, capsys):
     assert main(["predict", str(out), str(path), "--out", str(tmp_path / "p.csv")]) == 0
     pred = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(pred[:, 0], model.predict(X)[0], rtol=1e-10)
+
+
+def test_a_fitted_kissgp_deep_copies_and_pickles():
+    import copy
+    import pickle
+
+    X, y = sg.datasets.snelson()
+    model = sg.KISSGP(X, y)
+    model.fit(maxiter=3)  # builds the grid cache (sparse CSR: copy.deepcopy failed on it)
+    mean = model.predict(X[:4])[0]
+    for other in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        np.testing.assert_array_equal(other.predict(X[:4])[0], mean)
+        assert other.fit(maxiter=2).iterations == 2
