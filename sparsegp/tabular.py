@@ -17,14 +17,38 @@ def _rows(path: Path) -> list[list[str]]:
     """The non-empty rows of a CSV file whose header has distinct names."""
     if not path.is_file():
         raise FileNotFoundError(f"no such data file: {path}")
-    with path.open(newline="", encoding="utf-8-sig") as f:  # Excel's BOM too
-        rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:  # Excel's BOM too
+            rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.start} is {err.object[err.start]:#x}"
+                         "): save it as UTF-8 (Excel: 'CSV UTF-8')") from None
     if not rows:
         raise ValueError(f"{path} is empty")
     rows[0] = [c.strip() for c in rows[0]]
+    if len(rows[0]) == 1:
+        for separator, name in ((";", "semicolons"), ("\t", "tabs")):
+            if separator in rows[0][0]:
+                raise ValueError(f"{path}: the header {rows[0][0]!r} looks separated by {name}; "
+                                 "sparsegp reads comma-separated files")
+    rows = _without_empty_unnamed_columns(path, rows)
     if len(set(rows[0])) != len(rows[0]):
         raise ValueError(f"{path}: duplicate column names in the header {rows[0]}")
     return rows
+
+
+def _without_empty_unnamed_columns(path: Path, rows: list[list[str]]) -> list[list[str]]:
+    """The rows without columns that have neither a name nor a value (a trailing comma on
+    every line, as spreadsheets write); an unnamed column holding values is an error."""
+    unnamed = [j for j, name in enumerate(rows[0]) if not name]
+    if not unnamed:
+        return rows
+    for j in unnamed:
+        if any(j < len(r) and r[j].strip() for r in rows[1:]):
+            raise ValueError(f"{path}: column {j + 1} holds values but has no name in the "
+                             "header; name it")
+    keep = [j for j in range(len(rows[0])) if j not in unnamed]
+    return [[r[j] for j in keep if j < len(r)] if len(r) == len(rows[0]) else r for r in rows]
 
 
 def read_csv(path: str | Path, columns: list[str] | None = None) -> tuple[list[str], np.ndarray]:

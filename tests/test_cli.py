@@ -130,3 +130,23 @@ def test_predict_writes_a_column_pair_per_output_of_multi_output_models(tmp_path
         mean, var = (model.predict_y(X[:4]) if name == "mc"
                      else model.predict(X[:4], include_noise=True))
         np.testing.assert_array_equal(values, np.c_[mean, var])
+
+
+def test_spreadsheet_csv_quirks_are_read_or_named(tmp_path):
+    from sparsegp.tabular import read_csv
+
+    (tmp_path / "trailing.csv").write_text("a,b,y,\n1,2,3,\n4,5,6,\n")  # a comma ending each line
+    names, data = read_csv(tmp_path / "trailing.csv")  # was "column '': '' is not a number"
+    assert names == ["a", "b", "y"] and data.tolist() == [[1, 2, 3], [4, 5, 6]]
+    cases = {
+        "a;b;y\n1;2;3\n": "looks separated by semicolons; sparsegp reads comma-separated",
+        "a\tb\ty\n1\t2\t3\n": "looks separated by tabs",
+        "a,,y\n1,5,3\n": "column 2 holds values but has no name",
+    }
+    for i, (text, message) in enumerate(cases.items()):
+        (tmp_path / f"{i}.csv").write_text(text)
+        with pytest.raises(ValueError, match=message):
+            read_csv(tmp_path / f"{i}.csv")
+    (tmp_path / "latin.csv").write_bytes("a,b,y\n1,2,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin.csv is not UTF-8 text \(byte 13 is 0xe9\)"):
+        read_csv(tmp_path / "latin.csv")  # the message lacked the file's name
