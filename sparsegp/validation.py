@@ -318,10 +318,10 @@ TARGET_OFFSET_RATIO = 10.0
 INPUT_OFFSET_RATIO = 1e6
 
 
-def input_scale_problems(X: Tensor) -> list[str]:
+def input_scale_problems(X: Tensor, names: Sequence[str] | None = None) -> list[str]:
     """Plain-language descriptions (each with its fix) of badly scaled inputs X [N, D]: a
     column spread outside `GOOD_SPREAD`, or an offset of more than `INPUT_OFFSET_RATIO`
-    spreads (digits lost)."""
+    spreads (digits lost). Columns are named by `names` (a DataFrame's), else by index."""
     if X.shape[0] < 2:
         return []
     lo, hi = GOOD_SPREAD
@@ -330,13 +330,15 @@ def input_scale_problems(X: Tensor) -> list[str]:
     far = [d for d in range(X.shape[1])
            if std[d] > 0 and abs(float(mean[d])) > INPUT_OFFSET_RATIO * float(std[d])]
     problems = []
+    label = (lambda ds: [names[d] for d in ds]) if names is not None else (lambda ds: ds)
     if bad:
         spreads = ", ".join(f"{float(std[d]):.3g}" for d in bad[:3])
-        problems.append(f"input column(s) {bad[:5]}{'…' if len(bad) > 5 else ''} have spread(s) "
+        problems.append(f"input column(s) {label(bad[:5])}{'…' if len(bad) > 5 else ''} have "
+                        f"spread(s) "
                         f"{spreads}{' …' if len(bad) > 3 else ''}, far from 1: pass "
                         "standardize_X=True (or rescale X)")
     if far:
-        problems.append(f"input column(s) {far[:5]} are offset by more than "
+        problems.append(f"input column(s) {label(far[:5])} are offset by more than "
                         f"{INPUT_OFFSET_RATIO:.0e} spreads from 0: pass standardize_X=True (or "
                         "centre X)")
     return problems

@@ -277,3 +277,12 @@ def test_cli_predicts_with_a_model_fitted_on_a_dataframe_in_python(tmp_path, cap
     assert main(["predict", str(tmp_path / "m.pt"), str(tmp_path / "new.csv"), "--latent"]) == 0
     out = pd.read_csv(io.StringIO(capsys.readouterr().out))
     np.testing.assert_allclose(out["mean"], m.predict(X[:3])[0], rtol=1e-14)
+
+
+def test_scale_warnings_name_the_columns_of_a_dataframe():
+    X, y = make_problem(12, N=40)
+    X[:, 1] *= 1e5
+    with pytest.warns(sg.ScaleWarning, match=r"input column\(s\) \['income'\] have spread"):
+        sg.SGPR(frame(X), y, inducing_points=5)  # was "input column(s) [1]"
+    with pytest.warns(sg.ScaleWarning, match=r"input column\(s\) \[1\] have spread"):
+        sg.SGPR(X, y, inducing_points=5)

@@ -133,7 +133,7 @@ class Model(Registered, DtypeModule, ABC):
         # Per-column scale advice does not apply where the kernel fixes what each column means
         # (image pixels shared by every patch position refuse standardize_X).
         fixed = getattr(parts.get("kernel"), "input_dim", None) is not None
-        problems = [] if standardize_X or fixed else input_scale_problems(X)
+        problems = [] if standardize_X or fixed else input_scale_problems(X, names)
         y, target_buffers, target_config = self._prepare_targets(y, X.shape[0], device, parts,
                                                                  **arguments)
         config.update(target_config, dtype=dtype_name(dtype),
