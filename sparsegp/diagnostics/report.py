@@ -142,7 +142,9 @@ class Diagnostics:
             ("gap best upper − lower", f"{self.certified_gap:.4f}  "
                                        f"({self.certified_gap / N:.4f} per data point)"),
             ("objective above upper bound", "YES" if self.exceeds_upper_bound else "no"),
-            ("noise variance", f"{self.noise_variance:.4g}  ({self.noise_ratio:.3g} × var(y))")]
+            ("noise variance", f"{self.noise_variance:.4g}  " + (
+                f"({self.noise_ratio:.3g} × var(y))" if math.isfinite(self.noise_ratio)
+                else "(y is constant)"))]
         if self.num_inducing is not None:
             rows += [("inducing variables M", f"{self.num_inducing}, effectively "
                       f"{self.effective_num_inducing} ({len(self.merged_pairs)} merged pairs)"),

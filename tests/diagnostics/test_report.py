@@ -206,3 +206,9 @@ def test_diagnostics_options_are_checked(options, message):
     X, y = sg.datasets.snelson()
     with pytest.raises(ValueError, match=message):
         sg.SGPR(X[::4], y[::4], inducing_points=5).diagnostics(**options)
+
+
+def test_a_constant_target_reads_as_such_not_as_infinite_ratio():
+    X = np.linspace(0, 1, 30)[:, None]
+    text = str(sg.SGPR(X, np.ones(30), inducing_points=3).diagnostics())
+    assert "(y is constant)" in text and "inf ×" not in text  # was "(inf × var(y))"
