@@ -34,6 +34,14 @@ def inverse_softplus_floor(value: Tensor, floor: float) -> Tensor:
     return x + torch.log(-torch.expm1(-x))
 
 
+def at_least_above(t: Tensor, floor: float) -> Tensor:
+    """t with values at (or below) `floor` raised to the next float above it: the least value
+    a positive parameter with that floor takes (the constructors and setters refuse the floor
+    itself, where the softplus's inverse is −∞)."""
+    above = torch.nextafter(torch.full_like(t, floor), torch.full_like(t, float("inf")))
+    return torch.maximum(t, above)
+
+
 def as_user_value(t: Tensor) -> float | np.ndarray:
     """A detached copy for users: a float for scalars, a numpy array otherwise."""
     t = t.detach().cpu()
@@ -98,9 +106,7 @@ class Parameterised(nn.Module):
         the exact value."""
         args = {}
         for name, floor in self._floors.items():
-            v = self.value(name).detach()
-            above = torch.nextafter(torch.full_like(v, floor), torch.full_like(v, float("inf")))
-            plain = as_user_value(torch.maximum(v, above))
+            plain = as_user_value(at_least_above(self.value(name).detach(), floor))
             args[name] = plain.tolist() if isinstance(plain, np.ndarray) else plain
         return args
 

@@ -16,7 +16,7 @@ from ..distributed import is_distributed
 from ..means import Zero, as_mean
 from ..objectives.blocks import label_codes
 from ..objectives.collapsed import CollapsedProblem
-from ..parameters import as_user_value
+from ..parameters import as_user_value, at_least_above
 from ..training import FitResult
 from ..validation import as_output_targets, as_targets, target_scale_problems
 from .base import NOISE_FRACTION, Model, nonzero
@@ -149,9 +149,7 @@ class GPModel(Model):
             raise ValueError(f"noise_variance must be at least {NOISE_FLOOR * scale2:.4g} in the "
                              f"units of y (the least noise the model represents: {NOISE_FLOOR:g} "
                              f"in its internal units); got {_short(value)}")
-        above = torch.nextafter(torch.tensor(NOISE_FLOOR, dtype=PARAMETER_DTYPE),
-                                torch.tensor(1.0, dtype=PARAMETER_DTYPE))
-        return torch.maximum(internal, above)
+        return at_least_above(internal, NOISE_FLOOR)
 
     def noise_rows(self) -> Tensor:
         """σ² (a scalar) or σ²_n of every data point [N], internal units, differentiable."""
