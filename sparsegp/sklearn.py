@@ -86,7 +86,7 @@ def _num_inducing(num_inducing: Any, X: np.ndarray) -> int:
     if isinstance(num_inducing, bool) or not isinstance(num_inducing, numbers.Integral) \
             or num_inducing < 1:
         raise ValueError(f"num_inducing must be a positive integer; got {num_inducing!r}")
-    return min(int(num_inducing), distinct_rows(torch.as_tensor(X)))
+    return min(int(num_inducing), distinct_rows(torch.tensor(X)))  # a copy: X may be read-only
 
 
 def _copy(part: Any) -> Any:

@@ -55,7 +55,7 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
                   **{k: _cpu(v) for k, v in model.data_extras().items()}}
                  if include_data else None),
         "metadata": dict(model.metadata),
-        "frozen": [name for name, _, trainable, _ in model.named_values() if not trainable],
+        "frozen": [name for name, p in model.named_parameters() if not p.requires_grad],
         "priors": [name for name, _, _, has_prior in model.named_values() if has_prior],
     }
     try:
@@ -184,8 +184,9 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
             for name, value in payload["data"].items():
                 setattr(model, name, value)
         model.metadata = dict(payload.get("metadata") or {})
-        if payload.get("frozen"):
-            model.freeze(*payload["frozen"])
+        frozen = set(payload.get("frozen") or ())  # parameters by their torch names
+        for name, p in model.named_parameters():
+            p.requires_grad_(name not in frozen)
         post = model._restore_posterior(payload["posterior"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{path} is a damaged sparsegp model file: {err}") from None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import PARAMETER_DTYPE
@@ -26,6 +26,7 @@ from ..kernels.spectral import feature_map, spectral_samples
 from ..objectives.collapsed import family_objective, q_from_statistics, solve
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
+from ..parameters import Parameterised
 from ..posteriors import FeaturePosterior
 from ..training import FitResult
 from ..validation import check_seed, seeded_generator
@@ -35,7 +36,7 @@ from .regression import GPModel
 EXACT_MAX_DATA = 2000
 
 
-class SpectralBasis(nn.Module):
+class SpectralBasis(Parameterised):
     """R spectral pairs: ω = ε/ℓ from fixed draws ε (RFF), or free frequencies ω (SSGP)."""
 
     frequencies: Tensor  # a parameter when free
@@ -44,8 +45,8 @@ class SpectralBasis(nn.Module):
     def __init__(self, epsilon: Tensor, free: bool) -> None:
         super().__init__()
         self.free = bool(free)
-        if self.free:
-            self.frequencies = nn.Parameter(epsilon.clone())
+        if self.free:  # a Parameterised, so that `freeze`, priors and `summary` reach it
+            self._add_free("frequencies", epsilon.clone())
         else:
             self.register_buffer("epsilon", epsilon.clone())
 

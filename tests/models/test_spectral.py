@@ -173,3 +173,15 @@ def test_command_line_fit_and_predict(tmp_path, capsys, approximation):
     assert main(["predict", str(out), str(path), "--out", str(tmp_path / "p.csv")]) == 0
     pred = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(pred[:, 0], model.predict(X)[0], rtol=1e-10)
+
+
+def test_ssgp_frequencies_are_named_like_every_parameter(tmp_path):
+    X, y = data(n=40)
+    model = sg.SSGP(X, y, num_features=6)
+    assert "basis.frequencies" in model.summary()  # summary() and repr raised a KeyError
+    model.freeze("basis.frequencies")
+    frequencies = model.basis.frequencies.detach().clone()
+    model.fit(maxiter=5)
+    assert torch.equal(model.basis.frequencies.detach(), frequencies)
+    model.save(tmp_path / "m.pt", include_data=True)
+    assert not sg.load(tmp_path / "m.pt").basis.frequencies.requires_grad  # stays frozen
