@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -66,11 +67,19 @@ def distinct_rows(X: Tensor) -> int:
     return int(torch.unique(X.detach(), dim=0).shape[0])
 
 
-def random_subset(X: Tensor, M: int, seed: int = 0) -> Tensor:
-    """M rows of X drawn without replacement. Shapes: X [N, D] -> [M, D]."""
+def random_subset(X: Tensor, M: int, seed: int = 0, *, rows: str = "data points") -> Tensor:
+    """M distinct rows of X drawn without replacement (a repeated row counts once: two equal
+    inducing inputs make Kuu singular). Shapes: X [N, D] -> [M, D]."""
     g = seeded_generator(seed)
-    idx = torch.randperm(X.shape[0], generator=g)[:M]
-    return X[idx.to(X.device)].detach().clone()
+    order = torch.randperm(X.shape[0], generator=g).to(X.device)
+    Xp = X[order].detach()
+    _, first = np.unique(torch.unique(Xp, dim=0, return_inverse=True)[1].cpu().numpy(),
+                         return_index=True)  # each distinct row where the order first has it
+    if first.size < M:
+        raise ValueError(f"only {first.size} of the {rows} are distinct: cannot place {M} "
+                         f"distinct inducing inputs (pass inducing_points ≤ {first.size})")
+    keep = torch.as_tensor(np.sort(first)[:M], device=X.device)
+    return Xp[keep].clone()
 
 
 def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int = 0, *,
@@ -95,7 +104,7 @@ def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int 
     if method not in INIT_METHODS:
         raise ValueError(f"inducing_init must be one of {INIT_METHODS}; got {method!r}")
     if method == "random":
-        return random_subset(X, M, seed)
+        return random_subset(X, M, seed, rows=rows)
     return kmeans_plus_plus(X, M, seed, at_most=at_most, rows=rows)
 
 

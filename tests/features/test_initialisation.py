@@ -39,3 +39,16 @@ def test_random_subset_rows_come_from_the_data():
     Z = random_subset(X, 5, 0)
     assert len({tuple(r) for r in Z.tolist()}) == 5
     assert all(r in X.tolist() for r in Z.tolist())
+
+
+def test_a_random_subset_takes_distinct_rows():
+    from sparsegp.features.initialisation import random_subset
+
+    X = torch.randn(50, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(3)  # distinct rows: the first M of the permutation
+    assert torch.equal(random_subset(X, 7, seed=3), X[torch.randperm(50, generator=g)[:7]])
+    repeated = torch.tensor(np.repeat([[0.0], [1.0], [2.0]], 10, axis=0))
+    # drew copies of one row before: Kuu singular
+    assert sorted(random_subset(repeated, 3, seed=0)[:, 0].tolist()) == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="only 3 of the data points are distinct"):
+        random_subset(repeated, 4, seed=0)
