@@ -72,6 +72,28 @@ def _collecting(fit: Any) -> tuple[Any, list[str]]:
     return result, kept
 
 
+def _in_wrapper_terms(text: str) -> str:
+    """A library message as the wrappers say it: their one option is `standardize=True`."""
+    for advice in ("standardize_X=True and/or standardize_y=True", "standardize_X=True",
+                   "standardize_y=True"):
+        text = text.replace(advice, "standardize=True")
+    return text
+
+
+def _built(make: Any) -> Any:
+    """`make()`, a model, with its warnings and errors in the wrappers' terms."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = make()
+        except ValueError as err:
+            raise ValueError(_in_wrapper_terms(str(err))) from None
+    for w in caught:
+        warnings.warn_explicit(_in_wrapper_terms(str(w.message)), w.category, w.filename,
+                               w.lineno, registry=_PASSED_ON, source=w.source)
+    return model
+
+
 def _seed(random_state: Any) -> int:
     """An int seed for the k-means++ inducing-input choice: the int itself, or one drawn from
     a `numpy.random.RandomState` (None: numpy's global one), as scikit-learn does."""
@@ -158,12 +180,13 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                              "which scikit-learn's predict cannot pass; use sparsegp.SGPR")
         model: GPR | SGPR
         if name == "exact":
-            model = GPR(X, y, **common)
+            model = _built(partial(GPR, X, y, **common))
         else:
             alpha = self.alpha if name == "pep" else None  # one grid may search all names
-            model = SGPR(X, y, inducing_points=_num_inducing(self.num_inducing, X),
-                         approximation=self.approximation, alpha=alpha,
-                         seed=_seed(self.random_state), **common)
+            model = _built(partial(SGPR, X, y,
+                                   inducing_points=_num_inducing(self.num_inducing, X),
+                                   approximation=self.approximation, alpha=alpha,
+                                   seed=_seed(self.random_state), **common))
         result, self.fit_warnings_ = _collecting(partial(model.fit, maxiter=self.maxiter,
                                                          progress=False))
         self.model_ = model
@@ -278,13 +301,13 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         binary_link = "probit" if self.link is None else self.link
         model: SGPC | SVGP
         if backend == "pep":
-            model = SGPC(X, codes, alpha=self.alpha, link=binary_link, **common)
+            model = _built(partial(SGPC, X, codes, alpha=self.alpha, link=binary_link, **common))
             options: dict[str, Any] = {} if self.maxiter is None else {"maxiter": self.maxiter}
             run = partial(model.fit, progress=False, **options)
         else:
             likelihood = (Bernoulli(link=binary_link) if len(classes) == 2 else
                           MultiClass(len(classes), link=self.link or "robustmax"))
-            model = SVGP(X, codes, likelihood=likelihood, **common)
+            model = _built(partial(SVGP, X, codes, likelihood=likelihood, **common))
             maxiter = 1000 if self.maxiter is None else self.maxiter
             run = partial(fit_lbfgsb, model, maxiter=maxiter, progress=False)
         result, self.fit_warnings_ = _collecting(run)

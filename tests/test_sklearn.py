@@ -237,3 +237,13 @@ def test_classifier_link_and_approximation_names_for_several_classes():
         SparseGPClassifier(link="logit").fit(X, y)
     est = SparseGPClassifier(approximation="SVGP", num_inducing=5, maxiter=5).fit(X, y)
     assert type(est.model_).__name__ == "SVGP"  # as the regressor takes "VFE"
+
+
+def test_scale_advice_names_the_wrappers_option():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1e5, (40, 1))
+    est = SparseGPRegressor(standardize=False, num_inducing=5, maxiter=3)
+    with pytest.warns(sg.ScaleWarning) as caught:  # named standardize_X, which it does not take
+        est.fit(X, np.sin(X[:, 0] / 1e4))
+    text = " ".join(str(w.message) for w in caught)
+    assert "standardize=True" in text and "standardize_X" not in text
