@@ -279,21 +279,18 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         natgrad = natgrad and not self.mean_field
         minibatch = {"epochs": epochs, "lr": lr, "gamma": gamma, "seed": seed}
         why = self._why_minibatch(batch_size, data)
-        if why is None and not (self.q_mu.requires_grad and self.q_sqrt.requires_grad):
-            # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
-            warn_unused(minibatch, "minibatch training (batch_size or data given)",
-                        "full-batch L-BFGS-B on the ELBO with q(u) frozen (`maxiter`)")
-            with threads_for(self.evaluation_work()):
-                return fit_lbfgsb(self, maxiter=1000 if maxiter is None else maxiter,
-                                  progress=progress, callback=callback)
         if why is None:
             warn_unused(minibatch, "minibatch training (batch_size or data given)",
-                        "full-batch L-BFGS-B on the collapsed bound (`maxiter`)")
+                        "full-batch L-BFGS-B (`maxiter`)")
+            # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
+            q_free = self.q_mu.requires_grad and self.q_sqrt.requires_grad
             with threads_for(self.evaluation_work()):
-                res = fit_lbfgsb(_CollapsedBound(self), maxiter=1000 if maxiter is None else maxiter,
+                res = fit_lbfgsb(_CollapsedBound(self) if q_free else self,
+                                 maxiter=1000 if maxiter is None else maxiter,
                                  progress=progress, callback=callback)
-            self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
-            res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
+            if q_free:
+                self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
+                res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
             res.seconds = time.perf_counter() - start
             return res
         warn_unused({"maxiter": maxiter}, "the full-batch L-BFGS-B fit (a Gaussian likelihood "
