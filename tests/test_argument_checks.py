@@ -190,3 +190,30 @@ def test_sum_of_deltas_with_an_all_zero_row_of_weights_is_refused():
         sg.features.SumOfDeltas(Z, weights)
     weights[1, 1] = 1e-3
     assert sg.features.SumOfDeltas(Z, weights).num_inducing == 3
+
+
+def test_per_output_noise_for_one_output_is_refused_at_construction():
+    X, y = make_problem(24, N=30)
+    # was torch's "size of tensor a (20) must match ... (3)" at fit
+    with pytest.raises(ValueError, match="has 3 variances \\(one per output\\) but y has one"):
+        sg.SVGP(X, y, inducing_points=5, likelihood=sg.likelihoods.Gaussian(variance=[0.1] * 3))
+
+
+def test_separate_kernels_in_svgp_say_which_requirement_failed():
+    X, y = make_problem(25, N=30)
+    Y = np.c_[y, -y]
+    with pytest.raises(ValueError, match=r"same number of inducing variables .* got \[3, 4\]"):
+        sg.SVGP(X, Y, kernel=separate(), inducing_points=[3, 4])  # said "needs whiten=True"
+    with pytest.raises(ValueError, match="needs whiten=True$"):
+        sg.SVGP(X, Y, kernel=separate(), inducing_points=[3, 3], whiten=False)
+
+
+@pytest.mark.parametrize("make", [
+    lambda Y, f: sg.BayesianGPLVM(Y, 1, inducing_points=f),
+    lambda Y, f: sg.GPSSM(Y, 1, inducing_points=f),
+])
+def test_random_input_models_name_what_inducing_points_may_be(make):
+    Y = series()
+    feature = sg.features.Multiscale(np.zeros((3, 1)), 0.3)
+    with pytest.raises(TypeError, match=r"an int M or an array \[M, 1\] .* got Multiscale"):
+        make(Y, feature)  # was "must be a positive integer"

@@ -5,6 +5,7 @@ and persistence."""
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from abc import ABC, abstractmethod
 from typing import Any
@@ -88,6 +89,10 @@ def inducing_inputs(value: Any, latent: Tensor, Q: int, default: int, seed: int,
             raise ValueError(f"inducing_points must have {Q} columns (the latent dimension); "
                              f"got {feature.input_dim}")
         return feature
+    if value is not None and not isinstance(value, numbers.Integral):
+        raise TypeError(f"inducing_points must be an int M or an array [M, {Q}] of inducing "
+                        f"inputs in the latent space (inter-domain features are not supported "
+                        f"here); got {type(value).__name__}")
     M = positive_int(default if value is None else value, "inducing_points")
     # the default is capped at the distinct starting points (repeated rows of Y share one)
     return InducingPoints(initial_inducing_inputs(latent, M, seed=seed, at_most=value is None,

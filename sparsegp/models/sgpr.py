@@ -140,7 +140,8 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         kernels = separate_parts(parts["kernel"])
         if kernels is not None and (targets.dim() != 2 or targets.shape[1] != len(kernels)
                                     or mixing is not None):
-            raise ValueError(f"kernels.Separate with {len(kernels)} kernels needs y with one "
+            raise ValueError(f"kernels.Separate with {len(kernels)} kernel"
+                             f"{'s' if len(kernels) > 1 else ''} needs y with one "
                              f"column per kernel ([N, {len(kernels)}]) and no mixing; got y of "
                              f"shape {tuple(targets.shape)}"
                              + (" and a mixing matrix" if mixing is not None else ""))

@@ -124,8 +124,12 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             t = t[:, 0]
         if t.dim() != 1 or t.shape[0] != n:
             raise ValueError(f"y must have one entry per row of X ({n}); got shape {tuple(t.shape)}")
-        labels = parts["likelihood"].check_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
-        if isinstance(parts["likelihood"], Bernoulli):
+        likelihood = parts["likelihood"]
+        if isinstance(likelihood, Gaussian) and likelihood.value("variance").numel() > 1:
+            raise ValueError(f"the Gaussian likelihood has {likelihood.value('variance').numel()} "
+                             "variances (one per output) but y has one output: give one number")
+        labels = likelihood.check_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
+        if isinstance(likelihood, Bernoulli):
             parts["likelihood"].require_both_classes(labels)
         return labels, {}, {}
 
@@ -155,10 +159,12 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                 raise ValueError(f"kernels.Separate has {len(pairs)} kernels for {C} latent "
                                  "functions: give one per latent function (output)")
             blocks = [f.num_inducing for f, _ in pairs]
-            if not self.whiten or len(set(blocks)) > 1:
-                raise ValueError("kernels.Separate in SVGP needs whiten=True and the same number "
-                                 f"of inducing variables per latent function; got whiten="
-                                 f"{self.whiten}, {blocks}")
+            if not self.whiten:
+                raise ValueError("kernels.Separate in SVGP needs whiten=True")
+            if len(set(blocks)) > 1:
+                raise ValueError("kernels.Separate in SVGP needs the same number of inducing "
+                                 f"variables for every latent function; got {blocks} (SGPR "
+                                 "takes different numbers)")
 
     def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
         self._initialise_mixing(mixing)
