@@ -97,18 +97,6 @@ def test_python_dash_m_entry_point():
 
 
 
-@pytest.mark.parametrize("approximation", ["vfe", "pep", "rff", "ski"])
-def test_fit_on_fewer_rows_than_the_default_m_takes_the_model_default(tmp_path, capsys,
-                                                                      approximation):
-    X, y = make_problem(3, N=40, D=1)
-    write_csv(tmp_path / "d.csv", ["x", "y"], np.c_[X, y])
-    # -M used to default to 100: every fit of fewer than 100 rows failed without -M
-    argv = ["fit", str(tmp_path / "d.csv"), "--target", "y", "--approximation", approximation,
-            "--maxiter", "5", "--out", str(tmp_path / "m.pt")]
-    assert main(argv) == 0
-    assert (tmp_path / "m.pt").is_file()
-
-
 def test_predict_writes_a_column_pair_per_output_of_multi_output_models(tmp_path, capsys):
     import sparsegp as sg
 

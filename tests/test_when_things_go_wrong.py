@@ -206,6 +206,19 @@ def test_ctrl_c_in_power_ep_classification_keeps_a_usable_model(monkeypatch):
     assert result.interrupted and np.all(np.isfinite(clf.predict_proba(X[:5])))
 
 
+@pytest.mark.parametrize("approximation", ["vfe", "pep", "rff", "ski"])
+def test_cli_fit_on_fewer_rows_than_the_default_m_takes_the_model_default(tmp_path,
+                                                                          approximation):
+    X, y = make_problem(3, N=40, D=1)
+    write_csv(tmp_path / "d.csv", ["x", "y"], [X[:, 0], y])
+    # -M used to default to 100: every fit of fewer than 100 rows failed without -M
+    argv = ["fit", str(tmp_path / "d.csv"), "--target", "y", "--approximation", approximation,
+            "--maxiter", "5", "--out", str(tmp_path / "m.pt")]
+    assert main(argv) == 0
+    assert (tmp_path / "m.pt").is_file()
+
+
+
 def test_ctrl_c_in_the_cli_exits_130_and_writes_nothing_unless_asked(tmp_path, capsys, monkeypatch):
     X, y = ordinary_data(300, D=2, seed=5)
     write_csv(tmp_path / "d.csv", ["a", "b", "y"], [*X.T, y])
