@@ -184,9 +184,10 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
             for name, value in payload["data"].items():
                 setattr(model, name, value)
         model.metadata = dict(payload.get("metadata") or {})
-        frozen = set(payload.get("frozen") or ())  # parameters by their torch names
-        for name, p in model.named_parameters():
-            p.requires_grad_(name not in frozen)
+        if "frozen" in payload:  # parameters by their torch names (files before: as built)
+            frozen = set(payload["frozen"])
+            for name, p in model.named_parameters():
+                p.requires_grad_(name not in frozen)
         post = model._restore_posterior(payload["posterior"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{path} is a damaged sparsegp model file: {err}") from None
