@@ -62,14 +62,17 @@ def _collecting(fit: Any) -> tuple[Any, list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = fit()
-    kept = []
-    for w in caught:
-        if issubclass(w.category, _COLLECTED):
-            kept.append(str(w.message))
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
-                                   registry=_PASSED_ON, source=w.source)
+    kept = [str(w.message) for w in caught if issubclass(w.category, _COLLECTED)]
+    _pass_on([w for w in caught if not issubclass(w.category, _COLLECTED)])
     return result, kept
+
+
+def _pass_on(caught: list[Any], text: Any = str) -> None:
+    """Give the recorded warnings again (their messages through `text`), under the user's
+    filters."""
+    for w in caught:
+        warnings.warn_explicit(text(w.message), w.category, w.filename, w.lineno,
+                               registry=_PASSED_ON, source=w.source)
 
 
 def _in_wrapper_terms(text: str) -> str:
@@ -88,9 +91,7 @@ def _built(make: Any) -> Any:
             model = make()
         except ValueError as err:
             raise ValueError(_in_wrapper_terms(str(err))) from None
-    for w in caught:
-        warnings.warn_explicit(_in_wrapper_terms(str(w.message)), w.category, w.filename,
-                               w.lineno, registry=_PASSED_ON, source=w.source)
+    _pass_on(caught, lambda message: _in_wrapper_terms(str(message)))
     return model
 
 
