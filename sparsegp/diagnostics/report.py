@@ -37,7 +37,7 @@ from ..objectives.collapsed import (
 )
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..validation import positive_float, positive_int
-from .view import RegressionView, approximation_label, view_of
+from .view import RegressionView, view_of
 
 
 class ApproximationWarning(UserWarning):
@@ -165,8 +165,8 @@ def diagnose(
     noise_fraction: float = 1e-3, gap_per_point: float = 0.1, exact_max_data: int = 1000,
     extra_inducing: int | None = None,
 ) -> Diagnostics:
-    """Sandwich bounds and health checks of an SGPR (any approximation, any inducing feature)
-    or a GPR.
+    """Sandwich bounds and health checks of an SGPR (any approximation, any inducing feature),
+    a GPR, or an SVGP with a Gaussian likelihood (its objective: the ELBO at its q(u)).
 
     At the model's own inducing variables no member of the family can exceed the upper bound
     (Λ ⪰ σ²I and t ≥ max d_n), so over-estimation is tested against a tighter bound too: the
@@ -178,6 +178,8 @@ def diagnose(
     * a non-VFE objective above that upper bound, or above the exact log evidence when that
       is computed (proof of over-estimation, Bauer et al. 2016);
     * σ² < `noise_fraction` · var(y) (a collapsed noise variance);
+    * an SVGP's ELBO more than `gap_per_point` · N nats below the VFE bound (the ELBO's
+      maximum over q(u)): q(u) is far from its optimum;
     * best upper bound − lower bound > `gap_per_point` · N nats (the bounds do not certify
       that the VFE bound at these inducing variables is close to log p(y));
     * pairs of inducing variables that have merged: inducing points closer than
@@ -216,18 +218,21 @@ def diagnose(
             L, _, vfe = factor_and_statistics(vp)
             lower = float(family_objective(vfe, solve(vfe))) + offset
             upper = float(upper_bound_from_statistics(vfe, vp, L)) + offset
-            objective = lower if p.fam.mode == "vfe" else float(collapsed_objective(p)) + offset
+            if view.objective is not None:  # the model's own (SVGP: the ELBO at its q(u))
+                objective = view.objective + offset
+            else:
+                objective = (lower if p.fam.mode == "vfe"
+                             else float(collapsed_objective(p)) + offset)
             tight, tight_m = _tight_upper_bound(view, extra_inducing)
             exact = None
             if view.num_data <= exact_max_data:
                 exact = float(exact_log_marginal_likelihood(view.kernel.K(view.X), view.y,
                                                             noise)) + offset
-            approximation = approximation_label(p)
         else:
             lower = upper = exact = objective = float(exact_log_marginal_likelihood(
                 view.kernel.K(view.X), view.y, noise, view.jitter)) + offset
             tight, tight_m = None, None
-            approximation = "exact"
+    approximation = view.approximation_name
     M = None if p is None else p.feature.num_inducing
     rep = Diagnostics(view.label, approximation, view.num_data, objective, lower, upper, exact,
                       upper - lower, False, view.noise_variance, noise_ratio, M, None, tight,
@@ -255,6 +260,13 @@ def diagnose(
         rep.warnings.append(
             f"the noise variance {view.noise_variance:.3g} is only {noise_ratio:.2g} of var(y): "
             f"it has collapsed towards zero; {hint}")
+    if view.objective is not None and lower - objective > gap_per_point * view.num_data:
+        rep.warnings.append(
+            f"the {approximation} {objective:.6g} is {lower - objective:.3g} nats "
+            f"({(lower - objective) / view.num_data:.3g} per data point) below the VFE bound "
+            f"{lower:.6g}, its maximum over q(u) at these hyperparameters: q(u) is far from its "
+            "optimum (train longer; for a Gaussian likelihood one natural-gradient step of "
+            "size 1 on all the data reaches it)")
     if p is not None:
         certified = rep.certified_gap  # any upper bound certifies the lower bound
         if certified > gap_per_point * view.num_data:

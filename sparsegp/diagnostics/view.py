@@ -20,6 +20,8 @@ class RegressionView:
     `problem` is the collapsed objective of a sparse model (None for the exact GP); `offset`
     turns internal objectives into the units of y; `noise_variance` is σ² in the units of y;
     `x_shift`, `x_scale` map inputs to internal units, x' = (x − shift)/scale.
+    `objective` is the model's own objective (internal units) when it is not the problem's —
+    an SVGP's ELBO at its q(u), at most the collapsed bound — named by `approximation`.
     """
 
     name: str
@@ -35,6 +37,15 @@ class RegressionView:
     problem: CollapsedProblem | None = None
     sharded: bool = False
     feature_names: list[str] | None = None  # a DataFrame's columns, which candidates must match
+    objective: float | None = None
+    approximation: str | None = None
+
+    @property
+    def approximation_name(self) -> str:
+        """What the model's objective is: "exact", the family member, or `approximation`."""
+        if self.approximation is not None:
+            return self.approximation
+        return "exact" if self.problem is None else approximation_label(self.problem)
 
     @property
     def num_data(self) -> int:
@@ -44,7 +55,7 @@ class RegressionView:
     def label(self) -> str:
         if self.problem is None:
             return self.name
-        return f"{self.name} ({approximation_label(self.problem)}, M = {self.problem.feature.num_inducing})"
+        return f"{self.name} ({self.approximation_name}, M = {self.problem.feature.num_inducing})"
 
     def internal(self, points: Any) -> Tensor:
         """Inputs [K, D] in the units of X, as internal-unit tensors (a DataFrame's columns must
@@ -67,9 +78,9 @@ def approximation_label(problem: CollapsedProblem) -> str:
 
 
 def view_of(model: Any) -> RegressionView:
-    """The model's `diagnostic_view()` (GPR, SGPR), or a clear error."""
+    """The model's `diagnostic_view()` (GPR, SGPR, SVGP), or a clear error."""
     get = getattr(model, "diagnostic_view", None)
     if get is None:
         raise TypeError("the diagnostics apply to Gaussian-likelihood regression models (GPR, "
-                        f"SGPR); got {type(model).__name__}")
+                        f"SGPR, SVGP); got {type(model).__name__}")
     return get()

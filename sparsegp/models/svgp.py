@@ -13,6 +13,7 @@ from .. import conditionals
 from .. import covariances as cov
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
+from ..diagnostics import Diagnostics, RegressionView, diagnose
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
@@ -20,7 +21,7 @@ from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian, MultiCla
 from ..likelihoods.base import Likelihood
 from ..means import Zero, as_mean
 from ..objectives import svgp as objective
-from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective
+from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective, titsias_upper_bound
 from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
@@ -249,6 +250,55 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         with torch.no_grad():
             return float(self.elbo())
 
+    # -- is the approximation good? (Gaussian likelihood) ---------------------------------
+    def collapsed_problem(self) -> CollapsedProblem:
+        """The collapsed bound (Titsias 2009) at this model's kernel, inducing variables and
+        noise, internal units: the ELBO's maximum over q(u). A Gaussian likelihood and one
+        output (several outputs and mixing couple the bound: no single problem)."""
+        self._require_data()
+        if not isinstance(self.likelihood, Gaussian):
+            raise ValueError("the collapsed bound, its upper bound and the diagnostics need a "
+                             "Gaussian likelihood; this SVGP's is "
+                             f"{type(self.likelihood).__name__}")
+        if self.num_outputs > 1 or self.mixing_matrix is not None:
+            raise ValueError(f"the collapsed bound, its upper bound and the diagnostics take one "
+                             f"output; this SVGP has {self.num_outputs}"
+                             + (" and a mixing matrix" if self.mixing_matrix is not None else "")
+                             + " (fit a single-output model per column to diagnose it)")
+        return self._bound_problem()
+
+    def _bound_problem(self) -> CollapsedProblem:
+        return CollapsedProblem(self.kernel, self.feature, self.X, self.y,
+                                self.likelihood.value("variance"), VFE, self.jitter,
+                                self.chunk_size, mean=self.prior_mean())
+
+    def upper_bound(self) -> float:
+        """Titsias (2014) upper bound on the exact log evidence at the current hyperparameters
+        and inducing variables (Gaussian likelihood, one output)."""
+        with torch.no_grad():
+            return float(titsias_upper_bound(self.collapsed_problem()))
+
+    def diagnostic_view(self) -> RegressionView:
+        """What the diagnostics read of this model: the collapsed problem, with the ELBO at
+        this q(u) as the model's objective (see `RegressionView`)."""
+        problem = self.collapsed_problem()
+        with torch.no_grad():
+            residual = self.y - self.mean(self.X)  # the diagnostics see the zero-mean GP
+            elbo = float(self.elbo())
+        noise = problem.noise.detach()
+        return RegressionView(type(self).__name__, self.kernel, self.X, residual, noise,
+                              self.jitter, 0.0, float(noise), self.x_shift, self.x_scale,
+                              problem._replace(y=residual, mean=None),
+                              self.shards_data and is_distributed(), self.feature_names,
+                              objective=elbo, approximation="ELBO")
+
+    def diagnostics(self, **kwargs: Any) -> Diagnostics:
+        """Is the approximation good? The ELBO against the VFE bound (its maximum over q(u))
+        and the upper bound, with the noise and inducing-input checks of
+        `sparsegp.diagnostics.diagnose` (`kwargs`: its thresholds). Gaussian likelihood, one
+        output."""
+        return diagnose(self, **kwargs)
+
     # -- training -------------------------------------------------------------------------
     def natural_gradient_step(self, gamma: float = 1.0, X: Tensor | None = None,
                               y: Tensor | None = None) -> float:
@@ -439,9 +489,8 @@ class _CollapsedBound:
 
     def training_loss(self) -> Tensor:
         m = self.model
-        noise = m.likelihood.value("variance")
-        problem = CollapsedProblem(m.kernel, m.feature, m.X, m.y, noise, VFE, m.jitter,
-                                   m.chunk_size, mean=m.prior_mean())
+        problem = m._bound_problem()
+        noise = problem.noise
         if noise.dim() == 0:
             bound = collapsed_objective(problem)
         else:  # one noise per output: the outputs' bounds one by one, each on its points
