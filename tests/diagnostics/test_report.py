@@ -212,3 +212,18 @@ def test_a_constant_target_reads_as_such_not_as_infinite_ratio():
     X = np.linspace(0, 1, 30)[:, None]
     text = str(sg.SGPR(X, np.ones(30), inducing_points=3).diagnostics())
     assert "(y is constant)" in text and "inf ×" not in text  # was "(inf × var(y))"
+
+
+def test_one_block_of_all_data_at_alpha_one_is_the_exact_gp_and_gets_no_inducing_warnings():
+    # three poor inducing points: the VFE gap is wide, yet PITC of one block is the exact GP
+    X, y = sg.datasets.snelson()
+    k = sg.kernels.SquaredExponential(lengthscale=0.6, variance=0.8)
+    m = sg.SGPR(X, y, kernel=k, inducing_points=X[:3], approximation="fitc",
+                blocks=np.zeros(len(X), dtype=int), noise_variance=0.08)
+    rep = diagnose(m)
+    assert rep.objective == pytest.approx(_exact_at(m), rel=1e-9)
+    assert rep.certified_gap > 0.1 * len(X)  # the check would have tripped
+    assert rep.warnings == []
+    two = sg.SGPR(X, y, kernel=k, inducing_points=X[:3], approximation="fitc",
+                  blocks=np.arange(len(X)) % 2, noise_variance=0.08)
+    assert any("not certified" in w for w in diagnose(two).warnings)
