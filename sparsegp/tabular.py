@@ -73,6 +73,8 @@ def read_csv(path: str | Path, columns: list[str] | None = None) -> tuple[list[s
             raise ValueError(f"{path}, line {i}: {len(row)} fields but the header has {len(names)}")
         for k, j in enumerate(index):
             try:
+                if "_" in row[j]:  # Python's float() reads "1_000"; spreadsheets do not
+                    raise ValueError
                 data[i - 2, k] = float(row[j])
             except ValueError:
                 raise ValueError(

@@ -130,6 +130,7 @@ def test_spreadsheet_csv_quirks_are_read_or_named(tmp_path):
         "a;b;y\n1;2;3\n": "looks separated by semicolons; sparsegp reads comma-separated",
         "a\tb\ty\n1\t2\t3\n": "looks separated by tabs",
         "a,,y\n1,5,3\n": "column 2 holds values but has no name",
+        "a,y\n1_000,3\n": "line 2, column 'a': '1_000' is not a number",  # float() read 1000
     }
     for i, (text, message) in enumerate(cases.items()):
         (tmp_path / f"{i}.csv").write_text(text)

@@ -200,9 +200,12 @@ class BayesianGPLVM(LatentInputModel):
         from the latent mean of the nearest training row."""
         self._require_data()
         Yn = outputs(Ynew, "Ynew", 1).to(self.device)
-        if Yn.shape[1] != self._config["output_dim"]:
-            raise ValueError(f"Ynew must have {self._config['output_dim']} columns (those of "
-                             f"Y); got {Yn.shape[1]}")
+        D = self._config["output_dim"]
+        if Yn.shape[1] != D:
+            one_row = np.ndim(Ynew) == 1 and Yn.shape[0] == D
+            raise ValueError(f"Ynew must have {D} columns (those of Y); got {Yn.shape[1]}"
+                             + (f" (a 1-D array is one column; one row of Y is Ynew[None, :], "
+                                f"shape (1, {D}))" if one_row else ""))
         Yn = Yn - self.y_shift
         with torch.no_grad():
             L, _ = Kuu_cholesky(self.feature, self.kernel, self.jitter)

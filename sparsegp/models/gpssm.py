@@ -51,7 +51,7 @@ class GPSSM(LatentInputModel):
     f has one GP per state dimension (shared `kernel`, default squared exponential with ARD
     lengthscales, and shared inducing inputs); ε ~ N(0, diag q), ν ~ N(0, diag R), x_0 ~
     N(0, I). `emission=C` [P, Q] fixes the emission (offset d = 0; e.g. C = I when the states
-    are observed with noise), otherwise C and d are learned from a PCA start. The states'
+    are observed with noise; a number or a vector where P or Q is 1), otherwise C and d are learned from a PCA start. The states'
     q(x_t) = N(μ_t, diag S_t) start at the PCA scores (or `C`'s least-squares states); with
     `markov=True` (default) each state dimension is a Gauss–Markov chain in time with
     lag-one correlations ρ_t = tanh(`X_coupling`_t) (starting at 0), as Frigola et al.
@@ -91,6 +91,8 @@ class GPSSM(LatentInputModel):
             d = Y.mean(0)
         else:
             C = check_finite(as_tensor(emission, "emission"), "emission").to(Y)
+            if C.dim() < 2 and C.numel() == P * Q and min(P, Q) == 1:  # a number or a vector
+                C = C.reshape(P, Q)  # is the one column (Q = 1) or row (P = 1) of C
             if tuple(C.shape) != (P, Q):
                 raise ValueError(f"emission must be a matrix C of shape ({P}, {Q}) [outputs, "
                                  f"state_dim]; got {tuple(C.shape)}")

@@ -143,6 +143,8 @@ def test_bad_outputs_are_named(fitted):
         sg.BayesianGPLVM(np.zeros((1, 3)))
     with pytest.raises(ValueError, match="Ynew must have 6 columns"):
         fitted.transform(np.zeros((2, 5)))
+    with pytest.raises(ValueError, match=r"one row of Y is Ynew\[None, :\], shape \(1, 6\)"):
+        fitted.transform(_data()[0])  # one row as a 1-D array
     with pytest.raises(ValueError, match=r"Xlatent must have shape \[N\*, 2\]"):
         fitted.predict(np.zeros((2, 3)))
 

@@ -232,3 +232,16 @@ def test_float32_models_return_float32_with_the_float64_numbers():
         assert a.dtype == np.float32 and b.dtype == np.float64
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert all(a.dtype == np.float32 for a in narrow.forecast(2, num_samples=4))
+
+
+def test_an_emission_given_as_a_number_or_a_vector_is_the_matrix_it_must_be():
+    _, y = _kink_data(T=30)
+    base = sg.GPSSM(y, state_dim=1, inducing_points=5, emission=[[1.0]])
+    for emission in (1.0, [1.0], np.ones(1)):
+        m = sg.GPSSM(y, state_dim=1, inducing_points=5, emission=emission)
+        assert m.log_marginal_likelihood() == base.log_marginal_likelihood()
+    Y2 = np.c_[y, 2 * y]  # P = 2 outputs of one state: a vector is C's column
+    C, _ = sg.GPSSM(Y2, state_dim=1, inducing_points=5, emission=[1.0, 2.0]).emission
+    np.testing.assert_array_equal(C, [[1.0], [2.0]])
+    with pytest.raises(ValueError, match=r"shape \(2, 1\)"):
+        sg.GPSSM(Y2, state_dim=1, inducing_points=5, emission=[1.0, 2.0, 3.0])
