@@ -224,6 +224,13 @@ class Parameterised(nn.Module):
             return torch.zeros((), dtype=ref.dtype if ref is not None else DEFAULT_DTYPE)
         return total
 
+    def named_priors(self) -> Iterator[tuple[str, Prior]]:
+        """(dotted name, prior) for every parameter that has a prior."""
+        for name in self.parameter_names():
+            module, leaf = self._resolve(name)
+            if leaf in module._priors:
+                yield name, module._priors[leaf]
+
     def named_values(self) -> Iterator[tuple[str, Tensor, bool, bool]]:
         """(dotted name, constrained value, trainable, has prior) for every parameter."""
         for name in self.parameter_names():

@@ -51,11 +51,12 @@ class GPSSM(LatentInputModel):
     f has one GP per state dimension (shared `kernel`, default squared exponential with ARD
     lengthscales, and shared inducing inputs); ε ~ N(0, diag q), ν ~ N(0, diag R), x_0 ~
     N(0, I). `emission=C` [P, Q] fixes the emission (offset d = 0; e.g. C = I when the states
-    are observed with noise; a number or a vector where P or Q is 1), otherwise C and d are learned from a PCA start. The states'
-    q(x_t) = N(μ_t, diag S_t) start at the PCA scores (or `C`'s least-squares states); with
-    `markov=True` (default) each state dimension is a Gauss–Markov chain in time with
-    lag-one correlations ρ_t = tanh(`X_coupling`_t) (starting at 0), as Frigola et al.
-    (2014)'s q(x); `markov=False` is the mean-field q(x) = Π_t N(μ_t, diag S_t).
+    are observed with noise; a number or a vector where P or Q is 1), otherwise C and d are
+    learned from a PCA start. The states' q(x_t) = N(μ_t, diag S_t) start at the PCA scores
+    (or `C`'s least-squares states); with `markov=True` (default) each state dimension is a
+    Gauss–Markov chain in time with lag-one correlations ρ_t = tanh(`X_coupling`_t)
+    (starting at 0), as Frigola et al. (2014)'s q(x); `markov=False` is the mean-field
+    q(x) = Π_t N(μ_t, diag S_t).
     `fit()` maximises the bound with q(u) collapsed (L-BFGS-B) or, with `batch_size`, on
     minibatches of transitions with an explicit q(u) (natural gradients) and Adam.
     `transition(X)` gives q(f(X)); `forecast(steps)` samples trajectories beyond the data.

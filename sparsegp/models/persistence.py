@@ -4,8 +4,9 @@ The file is a `torch.save` of plain containers and tensors only (read back with
 `weights_only=True`): a format tag and version, the model class and its configuration, the
 parameters (`state_dict`), the frozen posterior's tensors and, optionally, the training data.
 A model saved without its data predicts exactly as before from the saved posterior. Frozen
-parameters stay frozen; priors are Python objects, which the file cannot hold: it names the
-parameters that had one, and `load` warns that they must be set again.
+parameters stay frozen. A prior that is a `torch.distributions` distribution is saved as its
+class name and arguments and set again by `load`; other priors (Python callables) the file
+cannot hold: it names their parameters, and `load` warns that they must be set again.
 """
 
 from __future__ import annotations
@@ -56,12 +57,38 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
                  if include_data else None),
         "metadata": dict(model.metadata),
         "frozen": [name for name, p in model.named_parameters() if not p.requires_grad],
-        "priors": [name for name, _, _, has_prior in model.named_values() if has_prior],
+        "priors": [name for name, _ in model.named_priors()],
+        "prior_distributions": {name: saved for name, prior in model.named_priors()
+                                if (saved := _saved_distribution(prior)) is not None},
     }
     try:
         torch.save(payload, path)
     except (OSError, RuntimeError) as err:  # torch reports write failures as RuntimeError
         raise OSError(f"cannot write the model file {path} ({_reason(err)})") from None
+
+
+def _saved_distribution(prior: Any) -> dict[str, Any] | None:
+    """A torch.distributions prior as {"class": its name, "args": its arguments (tensors)};
+    None for a callable, or a distribution its arguments do not rebuild (one of several
+    parameterisations, a wrapped base distribution, a class outside torch.distributions)."""
+    cls = type(prior)
+    if (not isinstance(prior, torch.distributions.Distribution)
+            or getattr(torch.distributions, cls.__name__, None) is not cls):
+        return None
+    try:
+        args = {k: torch.as_tensor(getattr(prior, k)).detach().cpu().clone()
+                for k in prior.arg_constraints}
+        rebuilt = cls(**args)
+        same = all(torch.equal(torch.as_tensor(getattr(rebuilt, k)).cpu(), v)
+                   for k, v in args.items())
+    except Exception:  # noqa: BLE001 - any failure: the prior is named, not saved
+        return None
+    return {"class": cls.__name__, "args": args} if same else None
+
+
+def _restore_priors(model: Any, saved: dict[str, Any]) -> None:
+    for name, entry in saved.items():
+        model.set_prior(name, getattr(torch.distributions, entry["class"])(**entry["args"]))
 
 
 #: What `metadata` may hold: the types the weights-only reader of `load` accepts.
@@ -189,11 +216,15 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
             for name, p in model.named_parameters():
                 p.requires_grad_(name not in frozen)
         post = model._restore_posterior(payload["posterior"])
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        restored = payload.get("prior_distributions") or {}
+        _restore_priors(model, restored)
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
         raise ValueError(f"{path} is a damaged sparsegp model file: {err}") from None
     model._adopt_posterior(post)
-    if payload.get("priors"):
-        warnings.warn(f"{path}: the saved model had priors on {', '.join(payload['priors'])}; "
-                      "priors are not saved (they are Python objects): set them again with "
-                      "set_prior before fitting", UserWarning, stacklevel=2)
+    lost = [name for name in payload.get("priors") or [] if name not in restored]
+    if lost:
+        warnings.warn(f"{path}: the saved model had priors on {', '.join(lost)}, which are not "
+                      "saved (only torch.distributions priors are; these are Python callables "
+                      "or other objects): set them again with set_prior before fitting",
+                      UserWarning, stacklevel=2)
     return model

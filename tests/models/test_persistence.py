@@ -139,9 +139,10 @@ def test_frozen_parameters_stay_frozen_and_lost_priors_are_named(tmp_path):
     X, y = make_problem(5, N=50)
     model = sg.SGPR(X, y, inducing_points=6)
     model.freeze("inducing_points", "kernel.lengthscale")
-    model.set_prior("kernel.variance", torch.distributions.Gamma(2.0, 2.0))
+    model.set_prior("kernel.variance", lambda v: -v)  # a callable: the file cannot hold it
     model.save(tmp_path / "m.pt", include_data=True)
-    with pytest.warns(UserWarning, match="had priors on kernel.variance; .* set them again"):
+    with pytest.warns(UserWarning, match="had priors on kernel.variance, which are not saved .* "
+                                         "set them again"):
         loaded = sg.load(tmp_path / "m.pt")
     frozen = {name for name, _, trainable, _ in loaded.named_values() if not trainable}
     assert frozen == {name for name, _, trainable, _ in model.named_values() if not trainable}
@@ -230,3 +231,23 @@ def test_saving_data_a_model_does_not_have_and_loading_onto_a_missing_device(tmp
     if not torch.cuda.is_available():  # blamed the file: "corrupt, truncated or foreign"
         with pytest.raises(RuntimeError, match="no CUDA device is available here"):
             sg.load(tmp_path / "m.pt", map_location="cuda")
+
+
+def test_distribution_priors_are_saved_and_set_again_by_load(tmp_path):
+    D = torch.distributions
+    X, y = make_problem(6, N=40)
+    model = sg.SGPR(X, y, inducing_points=5)
+    model.set_prior("kernel.variance", D.Gamma(2.0, 3.0))
+    model.set_prior("kernel.lengthscale", D.LogNormal(0.5, 0.7))
+    model.set_prior("noise_variance", D.MultivariateNormal(torch.zeros(1), torch.eye(1)))
+    model.save(tmp_path / "m.pt", include_data=True)
+    with pytest.warns(UserWarning, match="priors on noise_variance, which are not saved"):
+        loaded = sg.load(tmp_path / "m.pt")  # MultivariateNormal's arguments are ambiguous
+    priors = dict(loaded.named_priors())
+    assert set(priors) == {"kernel.variance", "kernel.lengthscale"}
+    assert isinstance(priors["kernel.variance"], D.Gamma)
+    assert float(priors["kernel.variance"].rate) == 3.0
+    assert float(priors["kernel.lengthscale"].scale) == pytest.approx(0.7)
+    model.set_prior("noise_variance", None)
+    assert float(loaded.log_prior()) == float(model.log_prior()) != 0.0
+    assert float(loaded.training_loss()) == float(model.training_loss())
