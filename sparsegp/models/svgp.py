@@ -454,11 +454,37 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             mean, var = mean[:, 0], var[:, 0]
         return mean, var
 
-    def predict_y(self, Xnew: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of y* under the likelihood."""
-        mean, var = self._likelihood_moments(Xnew)
-        with torch.no_grad():
-            return self._output(*self.likelihood.predict_mean_and_var(mean, var))
+    def predict_y(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of y* under the likelihood, shaped as `predict_f`'s; with a
+        Gaussian likelihood also the covariance of y* over the points (`full_cov`) or over
+        the outputs at each point (`full_output_cov`): f*'s plus the noise variance."""
+        if not (full_cov or full_output_cov):
+            mean, var = self._likelihood_moments(Xnew)
+            with torch.no_grad():
+                return self._output(*self.likelihood.predict_mean_and_var(mean, var))
+        if not isinstance(self.likelihood, Gaussian):
+            raise ValueError("full_cov and full_output_cov of y* need a Gaussian likelihood; this "
+                             f"SVGP's is {type(self.likelihood).__name__} (predict_f gives the "
+                             "covariances of f*)")
+        mean, cov = self._functions(Xnew, full_cov, full_output_cov)
+        noise = self.likelihood.value("variance").detach().to(cov.dtype).expand(mean.shape[1])
+        if full_cov:  # [C, N*, N*]
+            cov = cov + noise[:, None, None] * torch.eye(cov.shape[-1], dtype=cov.dtype,
+                                                         device=cov.device)
+        else:  # [N*, C, C]
+            cov = cov + torch.diag_embed(noise)
+        if mean.shape[1] == 1 and not full_output_cov:
+            mean, cov = mean[:, 0], cov[0]
+        return self._output(mean, cov)
+
+    def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False,
+                full_output_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """As `SGPR.predict`: `predict_f` (latent f*) by default, `predict_y` (y* under the
+        likelihood) with `include_noise=True`."""
+        if include_noise:
+            return self.predict_y(Xnew, full_cov, full_output_cov)
+        return self.predict_f(Xnew, full_cov, full_output_cov)
 
     def predict_proba(self, Xnew: Any) -> np.ndarray:
         """Class probabilities: P(y* = 1) [N*] for Bernoulli, [N*, C] for several classes."""

@@ -137,3 +137,42 @@ def test_bad_input_is_a_clear_error():
         sg.SVGP(X, y[:10], inducing_points=5)
     with pytest.raises(ValueError, match="batch_size"):
         sg.SVGP(X, y, likelihood=sg.likelihoods.Bernoulli(), inducing_points=5).fit(batch_size=0)
+
+
+def test_predict_and_the_covariances_of_y_match_sgpr_at_the_optimal_q_u():
+    X, y = make_problem(4, N=60)
+    Z = X[:7] + 0.05
+    sv = sg.SVGP(X, y, kernel=kernel(), likelihood=sg.likelihoods.Gaussian(0.2), inducing_points=Z)
+    reg = sg.SGPR(X, y, kernel=kernel(), inducing_points=Z, noise_variance=0.2)
+    sv.natural_gradient_step(1.0)
+    for full_cov in (False, True):
+        for include_noise in (False, True):
+            a = sv.predict(X[:6], full_cov=full_cov, include_noise=include_noise)
+            b = reg.predict(X[:6], full_cov=full_cov, include_noise=include_noise)
+            for u, v in zip(a, b):
+                assert u.shape == v.shape
+                np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-11)
+    # several outputs, one noise each: y*'s covariance is f*'s plus that noise
+    Y = np.c_[y, -2 * y]
+    multi = sg.SVGP(X, Y, kernel=kernel(), inducing_points=Z, mixing=[[1.0, 0.3], [0.2, 1.0]],
+                    likelihood=sg.likelihoods.Gaussian(variance=[0.1, 0.4]))
+    mean_f, cov_f = multi.predict_f(X[:5], full_output_cov=True)
+    mean_y, cov_y = multi.predict_y(X[:5], full_output_cov=True)
+    np.testing.assert_array_equal(mean_y, mean_f)
+    np.testing.assert_allclose(cov_y - cov_f, np.broadcast_to(np.diag([0.1, 0.4]), (5, 2, 2)),
+                               atol=1e-12)
+    assert abs(cov_y[:, 0, 1]).max() > 1e-3  # the mixing couples the outputs
+    _, var_y = multi.predict_y(X[:5])
+    np.testing.assert_allclose(np.diagonal(cov_y, axis1=1, axis2=2), var_y, rtol=1e-12)
+    _, cov_points = multi.predict_y(X[:5], full_cov=True)
+    assert cov_points.shape == (2, 5, 5)
+    np.testing.assert_allclose(np.diagonal(cov_points, axis1=1, axis2=2).T, var_y, rtol=1e-12)
+
+
+def test_covariances_of_y_need_a_gaussian_likelihood():
+    X, y = make_problem(5, N=30)
+    clf = sg.SVGP(X, (y > 0).astype(float), likelihood=sg.likelihoods.Bernoulli(),
+                  inducing_points=4)
+    with pytest.raises(ValueError, match="need a Gaussian likelihood; this SVGP's is Bernoulli"):
+        clf.predict_y(X[:3], full_cov=True)
+    np.testing.assert_array_equal(clf.predict(X[:3], include_noise=True)[0], clf.predict_proba(X[:3]))
