@@ -13,7 +13,7 @@ from .. import conditionals
 from .. import covariances as cov
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
-from ..diagnostics import Diagnostics, RegressionView, diagnose
+from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
@@ -315,13 +315,16 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
     def fit(self, *, batch_size: int | None = None, epochs: int | None = None,  # type: ignore[override]
             lr: float | None = None, natgrad: bool = True, gamma: float | None = None,
             maxiter: int | None = None, data: Any = None, progress: bool | None = None,
-            seed: int | None = None, callback: Any = None) -> FitResult:
+            seed: int | None = None, callback: Any = None, diagnose: bool = True) -> FitResult:
         """Train; every argument has a default that works for a few thousand points.
 
         Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
         default 1000) on the hyperparameters with q(u) at its optimum throughout — the collapsed bound
         (Titsias 2009), which is the ELBO maximised over q(u) — then one natural-gradient step
-        of size 1 puts q(u) at that optimum.
+        of size 1 puts q(u) at that optimum; with `diagnose` (default) and one output the
+        fitted model is then checked as `SGPR.fit` checks it (`diagnostics()`; one
+        `sparsegp.ApproximationWarning` lists what tripped, never an error). A minibatch fit
+        is not checked (the checks cost several passes over the data): call `diagnostics()`.
         Otherwise minibatches of `batch_size` (default min(N, 256)) from (X, y) or from
         `data` (a DataLoader of (X, y) batches in the units of X) for `epochs` (default:
         about 2,000 steps, drawn with `seed`, default 0), each step an Adam step (`lr`, default
@@ -348,6 +351,8 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                 self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
                 res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
             res.seconds = time.perf_counter() - start
+            if diagnose and not res.interrupted and self.num_outputs == 1:
+                warn_if_unhealthy(self, stacklevel=3)
             return res
         warn_unused({"maxiter": maxiter}, "the full-batch L-BFGS-B fit (a Gaussian likelihood "
                     "without batch_size or data)", f"minibatch training because of {why} "

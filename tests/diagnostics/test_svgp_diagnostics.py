@@ -3,6 +3,8 @@ log p(y) (a Gaussian likelihood; other likelihoods and several outputs are refus
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -85,3 +87,16 @@ def test_other_likelihoods_and_several_outputs_are_refused_by_name():
         multi.diagnostics()
     with pytest.raises(TypeError, match="GPR, SGPR, SVGP"):
         sg.diagnostics.diagnose(object())
+
+
+def test_a_full_batch_fit_is_checked_as_sgpr_fit_is():
+    X, y = sg.datasets.snelson()
+    def model():  # three clumped inducing points: far too few
+        return sg.SVGP(X, y, kernel=sg.kernels.SquaredExponential(), inducing_points=X[:3])
+
+    with pytest.warns(sg.ApproximationWarning, match="SVGP .*not certified"):
+        model().fit(maxiter=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ApproximationWarning)
+        model().fit(maxiter=30, diagnose=False)
+        model().fit(batch_size=50, epochs=1, progress=False)  # a minibatch fit: not checked
