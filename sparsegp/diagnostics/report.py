@@ -267,8 +267,7 @@ def diagnose(
             f"the {approximation} {objective:.6g} is {lower - objective:.3g} nats "
             f"({(lower - objective) / view.num_data:.3g} per data point) below the VFE bound "
             f"{lower:.6g}, its maximum over q(u) at these hyperparameters: q(u) is far from its "
-            "optimum (train longer; for a Gaussian likelihood one natural-gradient step of "
-            "size 1 on all the data reaches it)")
+            f"optimum ({view.objective_remedy or 'train longer'})")
     if p is not None and not _exact_member(p):  # the inducing variables matter
         certified = rep.certified_gap  # any upper bound certifies the lower bound
         if certified > gap_per_point * view.num_data:

@@ -21,7 +21,8 @@ class RegressionView:
     turns internal objectives into the units of y; `noise_variance` is σ² in the units of y;
     `x_shift`, `x_scale` map inputs to internal units, x' = (x − shift)/scale.
     `objective` is the model's own objective (internal units) when it is not the problem's —
-    an SVGP's ELBO at its q(u), at most the collapsed bound — named by `approximation`.
+    an SVGP's ELBO at its q(u), at most the collapsed bound — named by `approximation`;
+    `objective_remedy` says what closes its gap to the bound.
     """
 
     name: str
@@ -39,6 +40,7 @@ class RegressionView:
     feature_names: list[str] | None = None  # a DataFrame's columns, which candidates must match
     objective: float | None = None
     approximation: str | None = None
+    objective_remedy: str = ""
 
     @property
     def approximation_name(self) -> str:

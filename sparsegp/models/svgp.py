@@ -290,7 +290,13 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                               self.jitter, 0.0, float(noise), self.x_shift, self.x_scale,
                               problem._replace(y=residual, mean=None),
                               self.shards_data and is_distributed(), self.feature_names,
-                              objective=elbo, approximation="ELBO")
+                              objective=elbo,
+                              approximation="ELBO, mean-field q(u)" if self.mean_field else "ELBO",
+                              objective_remedy=(
+                                  "a mean-field q(u) cannot reach it: the gap includes the cost "
+                                  "of the factorisation; train longer" if self.mean_field else
+                                  "train longer; one natural-gradient step of size 1 on all "
+                                  "the data reaches it: model.natural_gradient_step(1.0)"))
 
     def diagnostics(self, **kwargs: Any) -> Diagnostics:
         """Is the approximation good? The ELBO against the VFE bound (its maximum over q(u))

@@ -100,3 +100,16 @@ def test_a_full_batch_fit_is_checked_as_sgpr_fit_is():
         warnings.simplefilter("error", sg.ApproximationWarning)
         model().fit(maxiter=30, diagnose=False)
         model().fit(batch_size=50, epochs=1, progress=False)  # a minibatch fit: not checked
+
+
+def test_a_mean_field_q_u_is_named_and_its_gap_explained():
+    X, y = sg.datasets.snelson()
+    Z = X[::20]
+    sv = sg.SVGP(X, y, kernel=sg.kernels.SquaredExponential() + sg.kernels.Matern32(),
+                 inducing_points=sg.features.Stacked([sg.features.InducingPoints(Z),
+                                                      sg.features.InducingPoints(Z + 0.1)]),
+                 mean_field=True)
+    rep = sv.diagnostics()
+    assert rep.approximation == "ELBO, mean-field q(u)"
+    assert rep.objective <= rep.lower_bound
+    assert any("a mean-field q(u) cannot reach it" in w for w in rep.warnings)
