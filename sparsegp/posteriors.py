@@ -59,11 +59,12 @@ class Posterior(ABC):
         self.mean = None if mean is None else frozen_copy(mean)
 
     def _shifted(self, Xs: Tensor, mean: Tensor) -> Tensor:
-        """The predictive mean plus the prior mean at Xs ([B] or [B, C])."""
+        """The predictive mean plus the prior mean at Xs ([B] or [B, C]; a prior mean of
+        [B] is shared by the C columns)."""
         if self.mean is None:
             return mean
         m = self.mean(Xs).to(mean.dtype)
-        return mean + (m[:, None] if mean.dim() == 2 else m)
+        return mean + (m[:, None] if mean.dim() == 2 and m.dim() == 1 else m)
 
     @abstractmethod
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:

@@ -55,6 +55,8 @@ class Likelihood(Registered, Parameterised, ABC):
     """
 
     num_latent: int = 1
+    #: the latent function that a model's prior mean m(x) shifts (None: every one of them)
+    mean_latent: int | None = None
     registry = Registry("likelihood")
     quadrature_points: int
 
@@ -76,6 +78,11 @@ class Likelihood(Registered, Parameterised, ABC):
     def _structure(self) -> dict[str, Any]:
         """Constructor arguments other than parameters; subclasses with more extend this."""
         return {"quadrature_points": self.quadrature_points}
+
+    def latent_start(self, y: Tensor) -> Tensor | None:
+        """Values of the latent function near which targets y [N] put it, for a prior mean's
+        starting values (`Mean.initialise_from_data`); None: zero."""
+        return None
 
     def check_targets(self, y: Tensor) -> Tensor:
         """Validate targets [N] and return them in the form `log_prob` expects."""

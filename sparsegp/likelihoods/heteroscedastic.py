@@ -38,6 +38,11 @@ class HeteroscedasticGaussian(Likelihood):
     """
 
     num_latent = 2
+    mean_latent = 0  # a prior mean is the mean function f's, not the log noise g's
+
+    def latent_start(self, y: Tensor) -> Tensor:
+        """f starts at y."""
+        return y
 
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         """log N(y | f₀, e^{f₁}). Shapes: f [..., N, 2], y [N] -> [..., N]."""

@@ -43,6 +43,10 @@ class Poisson(Likelihood):
     def __init__(self, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
 
+    def latent_start(self, y: Tensor) -> Tensor:
+        """log(y + ½): the log rate near the counts (finite at y = 0)."""
+        return torch.log(y.to(torch.float64) + 0.5)
+
     def check_targets(self, y: Tensor) -> Tensor:
         """Counts [N] must be non-negative integers (any numeric dtype); returned unchanged."""
         bad = y[~torch.isfinite(y) | (y < 0) | (y != torch.round(y))] if y.is_floating_point() else y[y < 0]

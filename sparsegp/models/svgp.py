@@ -19,7 +19,7 @@ from ..features.stacked import Stacked
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian, MultiClass
 from ..likelihoods.base import Likelihood
-from ..means import Zero, as_mean
+from ..means import Mean, Zero, as_mean
 from ..objectives import svgp as objective
 from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective, titsias_upper_bound
 from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
@@ -169,12 +169,10 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
         self._initialise_mixing(mixing)
-        if self.y.dim() == 2:  # several outputs: no prior mean (refused), y may hold NaN
-            latent = None
-        else:
-            latent = self.y if isinstance(self.likelihood, Gaussian) else torch.zeros_like(self.y)
-        if latent is not None:
-            self.mean.initialise_from_data(self.X, latent)
+        if self.y.dim() == 1:  # several outputs: no prior mean (refused), y may hold NaN
+            latent = self.likelihood.latent_start(self.y)  # a constant starts at y's mean
+            self.mean.initialise_from_data(self.X, torch.zeros_like(self.y) if latent is None
+                                           else latent)
         sv = 1.0
         if isinstance(self.likelihood, Gaussian) and self.y.dim() == 1:  # as SGPR starts
             sv = self._target_signal_variance()
@@ -239,6 +237,22 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     def _objective(self) -> Tensor:
         return self.elbo()
+
+    @property
+    def natural_steps_can_overshoot(self) -> bool:
+        """A non-Gaussian likelihood's natural-gradient step can lower the bound: minibatch
+        training halves such steps (`training.minibatch`)."""
+        return not isinstance(self.likelihood, Gaussian)
+
+    def prior_mean(self) -> Mean | None:
+        """The prior mean as the objectives take it: None when zero; shared by the latent
+        functions, or only on the one the likelihood names (`mean_latent`: f, not the log
+        noise g, of `HeteroscedasticGaussian`)."""
+        mean = super().prior_mean()
+        column = self.likelihood.mean_latent
+        if mean is None or column is None or self.num_latent == 1:
+            return mean
+        return _OnOneLatent(mean, column, self.num_latent)
 
     def forward(self, X: Tensor, y: Tensor) -> Tensor:
         """Minus the minibatch ELBO estimate (and log priors): what DDP and Adam minimise."""
@@ -512,6 +526,20 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         y = self._batch_targets(ynew, "ynew", rows=mean.shape[0])
         with torch.no_grad():
             return self._output(self.likelihood.predict_log_density(mean, var, y))[0]
+
+
+class _OnOneLatent(Mean):
+    """m(x) on latent function `column` of C, zero on the others: X [N, D] -> [N, C]."""
+
+    def __init__(self, mean: Mean, column: int, num_latent: int) -> None:
+        super().__init__()
+        self.mean, self.column, self.num_latent = mean, column, num_latent
+
+    def forward(self, X: Tensor) -> Tensor:
+        m = self.mean(X)
+        out = m.new_zeros(X.shape[0], self.num_latent)
+        out[:, self.column] = m
+        return out
 
 
 class _CollapsedBound:

@@ -78,14 +78,16 @@ def elbo(kernel: Kernel, feature: object, likelihood: Likelihood, X: Tensor, y: 
          chunk_size: int, prior_mean: Callable[[Tensor], Tensor] | None = None,
          mixing: Tensor | None = None) -> Tensor:
     """The ELBO estimate from the rows (X, y): data term × N/len(X) − KL. Shape: [].
-    With a `prior_mean` m, q(f_n) has mean m(x_n) + the conditional's (shared by all C).
+    With a `prior_mean` m, q(f_n) has mean m(x_n) + the conditional's (m [B] shared by all
+    C latents, or m [B, C] one per latent).
     With `mixing` W [P, C] the likelihood sees the P outputs W g of the C latent functions
     (LMC, `mix`); y is then [N, P]."""
     q = conditionals.from_parameters(L, q_mu, q_sqrt, whiten)
     data = L.new_zeros(())
     for sl in chunk_slices(X.shape[0], chunk_size):
         mean, var = mix(*marginals(kernel, feature, X[sl], L, q), mixing)
-        if prior_mean is not None:
-            mean = mean + prior_mean(X[sl]).to(mean.dtype)[:, None]
+        if prior_mean is not None:  # m(x) [B] shared by the C latents, or [B, C]
+            m = prior_mean(X[sl]).to(mean.dtype)
+            mean = mean + (m[:, None] if m.dim() == 1 else m)
         data = data + expected_log_likelihood(likelihood, mean, var, y[sl])
     return data * (num_data / X.shape[0]) - whitened_kl(q)

@@ -149,10 +149,41 @@ def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
     grads = averaged_over_ranks(grads, "the minibatch gradients")
     for p, g in zip(hyper, grads[2:]):
         p.grad = g
-    natural_update(model.q_mu, model.q_sqrt, -grads[0], -grads[1], gamma)
+    if getattr(model, "natural_steps_can_overshoot", False):
+        _damped_update(model, Xb, yb, -grads[0], -grads[1], gamma, loss.detach())
+    else:
+        natural_update(model.q_mu, model.q_sqrt, -grads[0], -grads[1], gamma)
     if opt is not None:  # None: every hyperparameter is frozen
         opt.step()
     return loss
+
+
+#: Halvings of a natural-gradient step that lowered its minibatch's bound, before q(u) stays put
+DAMPING_HALVINGS = 20
+
+
+def _damped_update(model: Any, Xb: Tensor, yb: Tensor, g1: Tensor, g2: Tensor, gamma: float,
+                   loss: Tensor) -> float:
+    """The natural-gradient step, halved until the minibatch's bound does not fall (a
+    non-conjugate likelihood's step can overshoot: from the prior, counts of ~100 under a
+    Poisson likelihood jumped the log rate to ~11 and the bound from −9e3 to −1e7). Costs one
+    more evaluation of the minibatch bound per try. Returns the step taken (0: none)."""
+    # bound + log prior at the current q(u), averaged over ranks as every rank must decide alike
+    before = -float(averaged_over_ranks([loss.reshape(1)], "the minibatch bound")[0])
+    start = model.q_mu.detach().clone(), model.q_sqrt.detach().clone()
+    step = gamma
+    for _ in range(DAMPING_HALVINGS):
+        step = natural_update(model.q_mu, model.q_sqrt, g1, g2, step)
+        with torch.no_grad():
+            after = averaged_over_ranks([model.elbo(Xb, yb).reshape(1)], "the minibatch bound")[0]
+        after = float(after) + float(model.log_prior())
+        if math.isfinite(after) and after >= before - 1e-9 * abs(before):
+            return step
+        with torch.no_grad():
+            model.q_mu.copy_(start[0])
+            model.q_sqrt.copy_(start[1])
+        step /= 2.0
+    return 0.0
 
 
 def _frozen(model: Any, loader: Any, data: Any, start: float) -> FitResult:

@@ -105,3 +105,30 @@ def test_svgp_learns_the_noise_as_a_function_of_the_inputs(tmp_path):
     back = sg.load(tmp_path / "het.pt")
     for a, b in zip(back.predict_y(Xt[:5]), het.predict_y(Xt[:5])):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_prior_mean_shifts_f_only_and_starts_at_the_mean_of_y(tmp_path):
+    # identity: a constant c on f equals the zero-mean model of y − c (the log noise g unshifted)
+    X, y, _ = heteroscedastic_data(2, 60)
+    Z = X[::6]
+
+    def model(targets, **kw):
+        return sg.SVGP(X, targets, likelihood=HeteroscedasticGaussian(), inducing_points=Z,
+                       kernel=sg.kernels.SquaredExponential(lengthscale=0.3, variance=1.0), **kw)
+
+    shifted = model(y + 100.0, mean=sg.means.Constant(100.0))
+    plain = model(y)
+    with torch.no_grad():
+        for m in (shifted, plain):
+            m.q_mu.copy_(torch.linspace(-1, 1, m.q_mu.numel()).reshape(m.q_mu.shape))
+    assert shifted.log_marginal_likelihood() == pytest.approx(plain.log_marginal_likelihood(),
+                                                              rel=1e-12)
+    (mean_s, var_s), (mean_p, var_p) = shifted.predict_f(X[:4]), plain.predict_f(X[:4])
+    np.testing.assert_allclose(mean_s - mean_p, np.tile([100.0, 0.0], (4, 1)), atol=1e-10)
+    np.testing.assert_allclose(var_s, var_p, rtol=1e-12)  # e^g was e^(g + 100) before
+    np.testing.assert_allclose(shifted.predict_y(X[:4])[1], plain.predict_y(X[:4])[1], rtol=1e-12)
+    # mean="constant" starts at the mean of y (it started at 0), and save/load keeps it on f
+    assert model(y + 100.0, mean="constant").mean.constant.item() == pytest.approx(np.mean(y) + 100)
+    shifted.save(tmp_path / "m.pt")
+    for a, b in zip(sg.load(tmp_path / "m.pt").predict_y(X[:4]), shifted.predict_y(X[:4])):
+        np.testing.assert_array_equal(a, b)
