@@ -175,8 +175,8 @@ def _damped_update(model: Any, Xb: Tensor, yb: Tensor, g1: Tensor, g2: Tensor, g
     for _ in range(DAMPING_HALVINGS):
         step = natural_update(model.q_mu, model.q_sqrt, g1, g2, step)
         with torch.no_grad():
-            after = averaged_over_ranks([model.elbo(Xb, yb).reshape(1)], "the minibatch bound")[0]
-        after = float(after) + float(model.log_prior())
+            bound = averaged_over_ranks([model.elbo(Xb, yb).reshape(1)], "the minibatch bound")[0]
+        after = float(bound) + float(model.log_prior())
         if math.isfinite(after) and after >= before - 1e-9 * abs(before):
             return step
         with torch.no_grad():
