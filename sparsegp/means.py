@@ -74,6 +74,20 @@ class Mean(Registered, Parameterised, ABC):
     def initialise_from_data(self, X: Tensor, y: Tensor) -> None:
         """Give every unset parameter a starting value from the data (X [N, D], y [N])."""
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # `model.mean.constant = 10.0` sets the value, as a kernel's `lengthscale = 0.5` does
+        # (torch refuses anything but a Parameter for a parameter's name)
+        current = self.__dict__.get("_parameters", {}).get(name)
+        if current is None or isinstance(value, (torch.nn.Parameter, torch.nn.Module)):
+            super().__setattr__(name, value)
+            return
+        t = _finite(value, name, () if current.dim() == 0 else None)
+        if t.shape != current.shape:
+            raise ValueError(f"{name} must have shape {tuple(current.shape)}; got "
+                             f"{tuple(t.shape)}")
+        self.set_value(name, t)
+        self.__dict__.get("_unset", set()).discard(name)
+
     def __add__(self, other: Mean) -> Sum:
         if not isinstance(other, Mean):
             return NotImplemented
@@ -177,11 +191,14 @@ class Linear(Mean):
         self._add_free("bias", _finite(bias, "bias", ()))
 
     def forward(self, X: Tensor) -> Tensor:
+        return X @ self._weights_for(X) + self.bias.to(X.dtype)
+
+    def _weights_for(self, X: Tensor) -> Tensor:
         w = self.weights.to(X.dtype)
         if w.dim() != 1 or w.shape[0] != X.shape[1]:
             raise ValueError(f"Linear mean: weights have shape {tuple(w.shape)} but the inputs "
                              f"have {X.shape[1]} columns")
-        return X @ w + self.bias.to(X.dtype)
+        return w
 
     def initialise_from_data(self, X: Tensor, y: Tensor) -> None:
         if not self._sized:
@@ -189,7 +206,7 @@ class Linear(Mean):
                                               requires_grad=self.weights.requires_grad)
             self._sized = True
         if "bias" in self._unset:
-            self.set_value("bias", (y - X @ self.weights.detach()).mean())
+            self.set_value("bias", (y - X @ self._weights_for(X).detach()).mean())
             self._unset.discard("bias")
 
 
@@ -267,7 +284,11 @@ def as_mean(mean: Any) -> Mean:
 
 
 def _finite(value: Any, name: str, shape: tuple | None) -> Tensor:
-    t = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=PARAMETER_DTYPE)
+    try:
+        t = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=PARAMETER_DTYPE)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be {'a number' if shape == () else 'numbers'}; got "
+                        f"{value!r}") from None
     if shape == () and t.dim() != 0:
         raise ValueError(f"{name} must be a number; got shape {tuple(t.shape)}")
     if shape is None and t.dim() > 1:

@@ -264,3 +264,11 @@ def as_inputs(X: Tensor, name: str = "X") -> Tensor:
         raise ValueError(f"{name} must be a 2-D tensor [N, D]; got {shape}")
     return X
 
+
+def as_input_pair(X: Tensor, X2: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """X [N, D] and X2 [N2, D] (or None) checked as inputs with the same columns."""
+    as_inputs(X)
+    if X2 is not None and as_inputs(X2, "X2").shape[1] != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but X2 has {X2.shape[1]}")
+    return X, X2
+

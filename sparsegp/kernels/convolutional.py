@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -81,9 +82,9 @@ class Convolutional(Kernel):
         if h > H or w > W:
             raise ValueError(f"patch_shape {self.patch_shape} is larger than image_shape "
                              f"{self.image_shape}")
-        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or channels < 1:
             raise ValueError(f"channels must be a positive integer; got {channels!r}")
-        self.channels = channels
+        self.channels = int(channels)
         self.multichannel = bool(multichannel)
         if self.multichannel and channels < 2:
             raise ValueError("multichannel=True needs images with channels ≥ 2")

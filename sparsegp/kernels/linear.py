@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
-from .base import Kernel, as_inputs
+from .base import Kernel, as_input_pair, as_inputs
 
 
 class _VarianceOnly(Kernel):
@@ -52,6 +52,7 @@ class Linear(_VarianceOnly):
         return as_inputs(X) * torch.sqrt(v)
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+        as_input_pair(X, X2)
         Xs = self._scaled(X)
         return Xs @ (Xs if X2 is None else self._scaled(X2)).mT
 
@@ -83,8 +84,8 @@ class Constant(_VarianceOnly):
     variance_dims = 0
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        n2 = as_inputs(X).shape[0] if X2 is None else as_inputs(X2, "X2").shape[0]
-        return self.value("variance").expand(X.shape[0], n2)
+        as_input_pair(X, X2)
+        return self.value("variance").expand(X.shape[0], X.shape[0] if X2 is None else X2.shape[0])
 
     def K_diag(self, X: Tensor) -> Tensor:
         return self.value("variance").expand(as_inputs(X).shape[0])

@@ -20,7 +20,8 @@ class Periodic(Stationary):
     Lengthscale and period are scalars or shape (D,). Evaluated by one matrix product:
     sin²(a − b) = (1 − cos 2a cos 2b − sin 2a sin 2b)/2.
     Shapes: lengthscale, period [] or [D], variance []; X [N, D], X2 [N2, D] -> K [N, N2].
-    A model starts only an unset variance from the data; an unset lengthscale and period stay 1.
+    A model starts only an unset variance from the data; an unset lengthscale and period stay 1
+    (with `ard=True`, an unset lengthscale is one 1 per input column).
 
     Example:
 
@@ -48,8 +49,10 @@ class Periodic(Stationary):
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         # Lengthscale and period are relative to the period, not the input spread: only
-        # the variance has a data-based start; unset ones stay at 1.
+        # the variance has a data-based start; unset ones stay at 1 (one per input with ARD).
         Kernel.initialise_from_data(self, X, signal_variance)
+        if "lengthscale" in self._unset and self.ard:
+            self._assign("lengthscale", torch.ones(X.shape[1], dtype=X.dtype))
 
     def _features(self, X: Tensor, ell: Tensor) -> Tensor:
         angle = (2.0 * math.pi) * X / self.value("period")

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
-from .base import Kernel, as_inputs
+from .base import Kernel, as_input_pair
 
 
 def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -> Tensor:
@@ -129,14 +129,12 @@ class Stationary(Kernel):
         return self.value("variance").expand(X.shape[0])
 
     def _checked_lengthscale(self, X: Tensor, X2: Tensor | None) -> Tensor:
-        as_inputs(X)
+        as_input_pair(X, X2)
         ell = self.value("lengthscale")
         if ell.dim() == 1 and ell.shape[0] != X.shape[1]:
             raise ValueError(
                 f"X has {X.shape[1]} columns but the lengthscale has shape {tuple(ell.shape)}"
             )
-        if X2 is not None and as_inputs(X2, "X2").shape[1] != X.shape[1]:
-            raise ValueError(f"X has {X.shape[1]} columns but X2 has {X2.shape[1]}")
         return ell
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:

@@ -27,7 +27,13 @@ from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
 from ..training.options import warn_unused
-from ..validation import as_output_targets, as_tensor, check_finite, target_scale_problems
+from ..validation import (
+    as_output_targets,
+    as_tensor,
+    check_finite,
+    positive_int,
+    target_scale_problems,
+)
 from .base import NOISE_FRACTION, Model
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
@@ -99,8 +105,8 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         likelihood = Gaussian() if likelihood is None else likelihood
         if not isinstance(likelihood, Likelihood):
             raise TypeError(f"likelihood must be a sparsegp likelihood; got {type(likelihood).__name__}")
-        C = likelihood.num_latent if num_latent is None else int(num_latent)
-        if C < 1 or (likelihood.num_latent > 1 and C != likelihood.num_latent):
+        C = likelihood.num_latent if num_latent is None else positive_int(num_latent, "num_latent")
+        if likelihood.num_latent > 1 and C != likelihood.num_latent:
             raise ValueError(f"num_latent must be {likelihood.num_latent} for this likelihood; got {C}")
         config, parts = super()._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
         parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
@@ -126,6 +132,10 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         if t.dim() != 1 or t.shape[0] != n:
             raise ValueError(f"y must have one entry per row of X ({n}); got shape {tuple(t.shape)}")
         likelihood = parts["likelihood"]
+        if num_latent is not None and int(num_latent) != likelihood.num_latent:
+            raise ValueError(f"num_latent must be {likelihood.num_latent} for one output and "
+                             f"{type(likelihood).__name__} (the others would go unused); got "
+                             f"{num_latent}: several outputs take y [N, P], or a mixing matrix")
         if isinstance(likelihood, Gaussian) and likelihood.value("variance").numel() > 1:
             raise ValueError(f"the Gaussian likelihood has {likelihood.value('variance').numel()} "
                              "variances (one per output) but y has one output: give one number")

@@ -180,6 +180,9 @@ def test_bad_shapes_get_clear_errors():
         sg.kernels.Convolutional(se, image_shape=(4, 4), patch_shape=(5, 2))
     with pytest.raises(ValueError, match="channels"):
         sg.kernels.Convolutional(se, image_shape=(4, 4), patch_shape=(2, 2), channels=0)
+    three = sg.kernels.Convolutional(se, image_shape=(4, 4), patch_shape=(2, 2),
+                                     channels=np.int64(3))  # a numpy integer was refused
+    assert three.channels == 3 and type(three.channels) is int
     with pytest.raises(TypeError, match="image_shape"):
         sg.kernels.Convolutional(se, image_shape=4, patch_shape=(2, 2))
     with pytest.raises(ValueError, match="weights must be 9"):

@@ -152,6 +152,11 @@ def test_unset_parameters_start_from_the_data_and_given_ones_stay():
     s = sg.kernels.Matern12() + sg.kernels.Matern52(variance=5.0)
     s.initialise_from_data(A, 4.0)
     assert s.kernels[0].variance == pytest.approx(2.0) and s.kernels[1].variance == pytest.approx(5.0)
+    p = sg.kernels.Periodic(ard=True)  # gave one scalar lengthscale
+    p.initialise_from_data(A, 3.0)
+    np.testing.assert_array_equal(p.lengthscale, [1.0, 1.0])
+    assert p.period == 1.0
+    assert np.isfinite(sg.GPR(A.numpy(), A[:, 0].numpy(), kernel=p).log_marginal_likelihood())
 
 
 def test_config_rebuilds_the_structure():
@@ -180,3 +185,14 @@ def test_k_blocks_equals_k_of_each_block(make, monkeypatch):
     assert blocks.shape == (7, 4, 4)
     for b in range(7):
         torch.testing.assert_close(blocks[b], k.K(X[b]), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kernel", [
+    sg.kernels.SquaredExponential(), sg.kernels.Matern12(), sg.kernels.Periodic(),
+    sg.kernels.Linear(), sg.kernels.Constant(), sg.kernels.Linear() + sg.kernels.Constant(),
+    sg.kernels.Matern32() * sg.kernels.Linear()], ids=lambda k: type(k).__name__)
+def test_inputs_of_different_columns_are_named(kernel):
+    A, B = t(np.ones((3, 2))), t(np.ones((4, 3)))
+    with pytest.raises(ValueError, match="X has 2 columns but X2 has 3"):
+        kernel.K(A, B)  # Linear: torch's "cannot be multiplied"; Constant: a (3, 4) matrix
+    assert tuple(kernel.K(A, t(np.ones((4, 2)))).shape) == (3, 4)

@@ -228,3 +228,22 @@ def test_cli_fit_with_a_mean_and_blocks(tmp_path, capsys):
     m = sg.load(out)
     assert isinstance(m.mean, sg.means.Constant) and m.blocks is not None
     assert len(m.blocks["labels"]) == 4
+
+
+def test_mean_values_are_set_like_kernel_values_and_bad_ones_are_named():
+    X, y, _ = data()
+    m = sg.GPR(X, y, mean="constant")
+    m.predict(X[:2])  # a cached posterior, which the assignment must invalidate
+    m.mean.constant = 2.0  # torch refused: "cannot assign 'float' as parameter 'constant'"
+    ref = sg.GPR(X, y, mean=sg.means.Constant(2.0))
+    assert m.log_marginal_likelihood() == ref.log_marginal_likelihood()
+    np.testing.assert_array_equal(m.predict(X[:2])[0], ref.predict(X[:2])[0])
+    lin = sg.GPR(X, y, mean="linear")
+    lin.mean.weights = [0.4, -0.2]
+    np.testing.assert_array_equal(lin.mean.weights.detach().numpy(), [0.4, -0.2])
+    with pytest.raises(ValueError, match=r"weights must have shape \(2,\); got \(3,\)"):
+        lin.mean.weights = [1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="constant must be a number; got 'a'"):
+        sg.means.Constant("a")  # numpy's "could not convert string to float"
+    with pytest.raises(ValueError, match=r"weights have shape \(3,\) but the inputs have 2"):
+        sg.SGPR(X, y, mean=sg.means.Linear(weights=[1.0, 2.0, 3.0]), inducing_points=5)

@@ -219,3 +219,15 @@ def test_bad_multi_output_targets_are_refused():
     m = sg.SVGP(X, Y, inducing_points=Z)
     with pytest.raises(ValueError, match="one column per output"):
         m.internal_batch(X[:4], Y[:4, :2])
+
+
+@pytest.mark.parametrize("num_latent, message", [
+    (1.5, "num_latent must be a positive integer; got 1.5"),  # was taken as 1
+    ("2", "num_latent must be a positive integer"),  # was taken as 2
+    (2, "num_latent must be 1 for one output and Gaussian"),  # the second went unused
+])
+def test_num_latent_for_one_output_is_checked(num_latent, message):
+    X, Y = data()
+    with pytest.raises(ValueError, match=message):
+        sg.SVGP(X, Y[:, 0], inducing_points=Z, num_latent=num_latent)
+    assert sg.SVGP(X, Y[:, 0], inducing_points=Z, num_latent=1).num_latent == 1
