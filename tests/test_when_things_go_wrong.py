@@ -666,3 +666,16 @@ def test_sgpc_full_schedule_options_are_checked(options, message):
     X, y = make_problem(16, N=30)
     with pytest.raises(ValueError, match=message):
         sg.SGPC(X, y > 0, inducing_points=5).fit(**options)
+
+
+def test_default_fit_of_large_counts_recovers_the_rate():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (200, 1))
+    y = rng.poisson(100.0, 200).astype(float)
+    model = sg.SVGP(X, y, likelihood=sg.likelihoods.Poisson(), inducing_points=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # it stopped on a failed Cholesky, the ELBO at −8.5e26
+        model.fit(batch_size=100, epochs=20, progress=False)  # 40 steps
+    rate = model.predict_y(X[:20])[0]
+    assert np.all(np.abs(rate / y.mean() - 1) < 0.1)  # was 555 and 907 for counts of 20
+    assert np.isfinite(model.log_marginal_likelihood())
