@@ -57,6 +57,10 @@ class Likelihood(Registered, Parameterised, ABC):
     num_latent: int = 1
     #: the latent function that a model's prior mean m(x) shifts (None: every one of them)
     mean_latent: int | None = None
+    #: log p(y | f) has a bounded second derivative in f (Gaussian, Bernoulli, MultiClass):
+    #: natural-gradient steps do not overshoot as under an exponential link (Poisson, the
+    #: heteroscedastic noise), so minibatch training does not check them (`training.minibatch`)
+    bounded_curvature: bool = False
     registry = Registry("likelihood")
     quadrature_points: int
 

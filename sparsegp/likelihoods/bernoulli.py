@@ -39,6 +39,8 @@ class Bernoulli(Likelihood):
         (3,)
     """
 
+    bounded_curvature = True
+
     def __init__(self, link: str = "probit", quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
         if link not in LINKS:

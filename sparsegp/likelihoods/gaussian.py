@@ -42,6 +42,8 @@ class Gaussian(Likelihood):
         (3,)
     """
 
+    bounded_curvature = True
+
     def __init__(self, variance: Any = None, quadrature_points: int = quadrature.DEFAULT_POINTS
                  ) -> None:
         super().__init__(quadrature_points)

@@ -71,6 +71,8 @@ class MultiClass(Likelihood):
         (5, 3)
     """
 
+    bounded_curvature = True
+
     num_classes: int
     link: str
     epsilon: float

@@ -250,9 +250,11 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     @property
     def natural_steps_can_overshoot(self) -> bool:
-        """A non-Gaussian likelihood's natural-gradient step can lower the bound: minibatch
-        training halves such steps (`training.minibatch`)."""
-        return not isinstance(self.likelihood, Gaussian)
+        """Under a likelihood of unbounded curvature (Poisson's and the heteroscedastic noise's
+        exponential links, and any likelihood that does not declare `bounded_curvature`) a
+        natural-gradient step can lower the bound by orders of magnitude: minibatch training
+        then halves such steps (`training.minibatch`)."""
+        return not self.likelihood.bounded_curvature
 
     def prior_mean(self) -> Mean | None:
         """The prior mean as the objectives take it: None when zero; shared by the latent

@@ -51,8 +51,15 @@ def test_a_step_that_would_lower_the_bound_is_halved_until_it_does_not():
     assert 0 < step < 0.1 and after > before
 
 
-def test_gaussian_steps_are_not_checked_and_a_constant_mean_starts_at_the_log_counts():
+def test_only_unbounded_curvature_is_checked_and_a_constant_mean_starts_at_the_log_counts():
     X, y = _counts(20.0)
-    assert not sg.SVGP(X, np.log(y + 1), inducing_points=5).natural_steps_can_overshoot
+    lik = sg.likelihoods
+    for likelihood, targets, checked in [(lik.Gaussian(), np.log(y + 1), False),
+                                         (lik.Bernoulli(), y > 20, False),
+                                         (lik.MultiClass(3), y % 3, False),
+                                         (lik.HeteroscedasticGaussian(), np.log(y + 1), True),
+                                         (lik.Poisson(), y, True)]:
+        model = sg.SVGP(X, targets, likelihood=likelihood, inducing_points=5)
+        assert model.natural_steps_can_overshoot is checked
     model = sg.SVGP(X, y, likelihood=sg.likelihoods.Poisson(), inducing_points=5, mean="constant")
     assert model.mean.constant.item() == pytest.approx(np.mean(np.log(y + 0.5)))
