@@ -30,7 +30,10 @@ class Likelihood(Registered, Parameterised, ABC):
     Shapes: f, mean, var [..., N] (multi-latent: [..., N, C]), y [N] -> [..., N]. The Gaussian
     expectations (`variational_expectations`, `predict_log_density`, `predict_mean_and_var`,
     `tilted_moments`) default to Gauss–Hermite quadrature of `log_prob` (of the conditional
-    moments for `predict_mean_and_var`).
+    moments for `predict_mean_and_var`). A subclass may set `bounded_curvature = True` when
+    ∂²log p(y | f)/∂f² is bounded (SVGP's minibatch training then skips the check of each
+    natural-gradient step), `mean_latent` (the latent function a prior mean shifts) and
+    `latent_start(y)` (where a prior mean starts).
 
     Example:
 
