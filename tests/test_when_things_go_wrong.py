@@ -679,3 +679,18 @@ def test_default_fit_of_large_counts_recovers_the_rate():
     rate = model.predict_y(X[:20])[0]
     assert np.all(np.abs(rate / y.mean() - 1) < 0.1)  # was 555 and 907 for counts of 20
     assert np.isfinite(model.log_marginal_likelihood())
+
+
+def test_fit_options_and_messages_name_what_the_user_wrote():
+    X, y = make_problem(11, N=40)
+    with pytest.raises(TypeError, match="callback must be callable"):
+        sg.SGPR(X, y, inducing_points=5).fit(maxiter=5, callback="nope")  # failed after a step
+    for bad in ("abc", 5.7, True):  # int() error / truncated to 5 / taken as 1
+        with pytest.raises(ValueError, match="max_inducing must be a positive integer"):
+            sg.select_inducing(X, y, max_inducing=bad)
+
+    def interrupt(iteration, objective):
+        raise KeyboardInterrupt
+
+    with pytest.warns(RuntimeWarning, match=r"^SVGP\.fit interrupted"):  # "_CollapsedBound.fit"
+        sg.SVGP(X, y, inducing_points=5).fit(maxiter=20, callback=interrupt, diagnose=False)

@@ -122,6 +122,9 @@ def inducing_gain(model: Any, candidates: Any) -> InducingGain:
     """
     view = _view(model)
     assert view.problem is not None  # `_view` checked: a sparse model
+    if view.sharded:  # each rank would see its own shard's gain
+        raise RuntimeError("inducing_gain() needs all the data in one process; it does not "
+                           "support data sharded over torch.distributed ranks")
     Zc = view.internal(candidates)
     if view.problem.fam.mode in ("vfe", "dtc") and view.problem.noise.dim() == 0:
         fit, complexity, trace = _rank_one_gain(view, Zc)

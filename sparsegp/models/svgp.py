@@ -559,6 +559,7 @@ class _CollapsedBound:
 
     def __init__(self, model: SVGP) -> None:
         self.model = model
+        self.display_name = type(model).__name__  # what fit's messages name
         self._params = [p for n, p in model.named_parameters() if not n.startswith("q_")]
 
     def parameters(self) -> list[nn.Parameter]:

@@ -79,6 +79,10 @@ def fit_lbfgsb(
     """
     maxiter = positive_int(maxiter, "maxiter")
     tol = None if tol is None else positive_float(tol, "tol")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable as callback(iteration, objective); got "
+                        f"{type(callback).__name__}")
+    name = getattr(model, "display_name", type(model).__name__)  # adapters name their model
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -113,11 +117,11 @@ def fit_lbfgsb(
     except _NonFinite as err:
         flat.set(x0)
         raise RuntimeError(
-            f"cannot fit {type(model).__name__}: at the starting parameters {err}"
+            f"cannot fit {name}: at the starting parameters {err}"
         ) from None
     history = [-f0]
     best: dict[str, Any] = {"x": x0.copy(), "f": f0}
-    bar = progress_bar(progress, maxiter, f"fit {type(model).__name__}")
+    bar = progress_bar(progress, maxiter, f"fit {name}")
 
     def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:
         best["x"], best["f"] = intermediate_result.x.copy(), float(intermediate_result.fun)
@@ -146,13 +150,13 @@ def fit_lbfgsb(
         if isinstance(err, KeyboardInterrupt):
             interrupted = True
             message = f"{INTERRUPTED} at iteration {nit}"
-            warn_interrupted(f"{type(model).__name__}.fit", f"at iteration {nit}", stacklevel=3)
+            warn_interrupted(f"{name}.fit", f"at iteration {nit}", stacklevel=3)
         else:
             summary = model.summary() if hasattr(model, "summary") else ""
             message = (f"stopped at iteration {nit}: {err}. The model holds the last accepted "
                        f"(finite) parameter values:\n{summary}")
             info["non_finite"] = True
-            warnings.warn(f"{type(model).__name__}.fit {message}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"{name}.fit {message}", RuntimeWarning, stacklevel=3)
     finally:
         bar.close()
     return FitResult(success, message, nit, evaluations, objective, history,

@@ -98,7 +98,8 @@ def select_inducing(
                  seed=seed, **model_kwargs)
     N = model.num_data
     allowed_gap = tol * N
-    max_inducing = min(N, 1000) if max_inducing is None else int(max_inducing)
+    max_inducing = (min(N, 1000) if max_inducing is None
+                    else positive_int(max_inducing, "max_inducing"))
     if not 1 <= model.num_inducing <= max_inducing:
         raise ValueError(f"need 1 ≤ initial_inducing ≤ max_inducing; got {model.num_inducing}, "
                          f"{max_inducing}")
