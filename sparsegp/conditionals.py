@@ -73,6 +73,12 @@ def projected(A: Tensor, q: WhitenedGaussian) -> tuple[Tensor, Tensor]:
     return A.mT @ q.mean, (SA * SA).sum(1).mT
 
 
+def with_prior_mean(mean: Tensor, m: Tensor) -> Tensor:
+    """q(f)'s mean [B] or [B, C] plus the prior mean's values m(X) [B] (shared by the C
+    columns) or [B, C] (one per column)."""
+    return mean + (m[:, None] if mean.dim() == 2 and m.dim() == 1 else m)
+
+
 def conditional(A: Tensor, kff: Tensor, q: WhitenedGaussian, full_cov: bool = False
                 ) -> tuple[Tensor, Tensor]:
     """Mean [B, C] and variance [B, C] (or covariance [C, B, B]) of q(f) at the inputs whose

@@ -17,7 +17,13 @@ from torch import Tensor, nn
 
 from . import covariances as cov
 from .chunking import auto_chunk_size, chunk_slices
-from .conditionals import WhitenedGaussian, coregional_conditional, fold, folded_conditional
+from .conditionals import (
+    WhitenedGaussian,
+    coregional_conditional,
+    fold,
+    folded_conditional,
+    with_prior_mean,
+)
 from .conditionals import projected as conditionals_projected
 from .covariances import cross_covariance
 from .kernels.base import Kernel
@@ -63,8 +69,7 @@ class Posterior(ABC):
         [B] is shared by the C columns)."""
         if self.mean is None:
             return mean
-        m = self.mean(Xs).to(mean.dtype)
-        return mean + (m[:, None] if mean.dim() == 2 and m.dim() == 1 else m)
+        return with_prior_mean(mean, self.mean(Xs).to(mean.dtype))
 
     @abstractmethod
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:

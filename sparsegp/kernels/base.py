@@ -265,10 +265,9 @@ def as_inputs(X: Tensor, name: str = "X") -> Tensor:
     return X
 
 
-def as_input_pair(X: Tensor, X2: Tensor | None) -> tuple[Tensor, Tensor | None]:
-    """X [N, D] and X2 [N2, D] (or None) checked as inputs with the same columns."""
+def check_input_pair(X: Tensor, X2: Tensor | None) -> None:
+    """Check X [N, D] and X2 [N2, D] (or None) as inputs with the same columns."""
     as_inputs(X)
     if X2 is not None and as_inputs(X2, "X2").shape[1] != X.shape[1]:
         raise ValueError(f"X has {X.shape[1]} columns but X2 has {X2.shape[1]}")
-    return X, X2
 

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
-from .base import Kernel, as_input_pair, as_inputs
+from .base import Kernel, as_inputs, check_input_pair
 
 
 class _VarianceOnly(Kernel):
@@ -52,7 +52,7 @@ class Linear(_VarianceOnly):
         return as_inputs(X) * torch.sqrt(v)
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        as_input_pair(X, X2)
+        check_input_pair(X, X2)
         Xs = self._scaled(X)
         return Xs @ (Xs if X2 is None else self._scaled(X2)).mT
 
@@ -84,7 +84,7 @@ class Constant(_VarianceOnly):
     variance_dims = 0
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        as_input_pair(X, X2)
+        check_input_pair(X, X2)
         return self.value("variance").expand(X.shape[0], X.shape[0] if X2 is None else X2.shape[0])
 
     def K_diag(self, X: Tensor) -> Tensor:

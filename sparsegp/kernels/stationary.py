@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
-from .base import Kernel, as_input_pair
+from .base import Kernel, check_input_pair
 
 
 def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -> Tensor:
@@ -129,7 +129,7 @@ class Stationary(Kernel):
         return self.value("variance").expand(X.shape[0])
 
     def _checked_lengthscale(self, X: Tensor, X2: Tensor | None) -> Tensor:
-        as_input_pair(X, X2)
+        check_input_pair(X, X2)
         ell = self.value("lengthscale")
         if ell.dim() == 1 and ell.shape[0] != X.shape[1]:
             raise ValueError(

@@ -211,6 +211,11 @@ class Model(Registered, DtypeModule, ABC):
         """Data-based starting values of the parameters the user did not give."""
         self.mean.initialise_from_data(self.X, self.y)
 
+    def zero_mean_targets(self) -> Tensor:
+        """y − m(X), internal units: the targets of the zero-mean GP the diagnostics see."""
+        with torch.no_grad():
+            return self.y - self.mean(self.X)
+
     def prior_mean(self) -> Mean | None:
         """The prior mean as the objectives take it: None when it is zero."""
         return None if isinstance(self.mean, Zero) else self.mean

@@ -213,8 +213,7 @@ class GPModel(Model):
             raise ValueError(f"diagnostics take one output; this model has {self.num_outputs} "
                              "(fit a single-output model per column to diagnose it)")
         problem = self.collapsed_problem()
-        with torch.no_grad():
-            residual = self.y - self.mean(self.X)  # the diagnostics see the zero-mean GP
+        residual = self.zero_mean_targets()
         if problem is not None:
             problem = problem._replace(y=residual, mean=None)
         noise = self.noise_rows().detach()

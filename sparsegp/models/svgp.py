@@ -308,8 +308,8 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         """What the diagnostics read of this model: the collapsed problem, with the ELBO at
         this q(u) as the model's objective (see `RegressionView`)."""
         problem = self.collapsed_problem()
+        residual = self.zero_mean_targets()
         with torch.no_grad():
-            residual = self.y - self.mean(self.X)  # the diagnostics see the zero-mean GP
             elbo = float(self.elbo())
         noise = problem.noise.detach()
         return RegressionView(type(self).__name__, self.kernel, self.X, residual, noise,

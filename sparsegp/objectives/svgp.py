@@ -86,8 +86,7 @@ def elbo(kernel: Kernel, feature: object, likelihood: Likelihood, X: Tensor, y: 
     data = L.new_zeros(())
     for sl in chunk_slices(X.shape[0], chunk_size):
         mean, var = mix(*marginals(kernel, feature, X[sl], L, q), mixing)
-        if prior_mean is not None:  # m(x) [B] shared by the C latents, or [B, C]
-            m = prior_mean(X[sl]).to(mean.dtype)
-            mean = mean + (m[:, None] if m.dim() == 1 else m)
+        if prior_mean is not None:
+            mean = conditionals.with_prior_mean(mean, prior_mean(X[sl]).to(mean.dtype))
         data = data + expected_log_likelihood(likelihood, mean, var, y[sl])
     return data * (num_data / X.shape[0]) - whitened_kl(q)

@@ -24,7 +24,7 @@ from ..distributed import broadcast_
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, warn_interrupted
+from .result import INTERRUPTED, FitResult, model_name, warn_interrupted
 
 
 class Trainable(Protocol):
@@ -82,7 +82,7 @@ def fit_lbfgsb(
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable as callback(iteration, objective); got "
                         f"{type(callback).__name__}")
-    name = getattr(model, "display_name", type(model).__name__)  # adapters name their model
+    name = model_name(model)
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

@@ -24,7 +24,7 @@ from ..validation import positive_float, positive_int, seeded_generator
 from .natural_gradients import averaged_over_ranks, expectation_parameters, natural_update
 from .options import DEFAULT_LR
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
+from .result import INTERRUPTED, FitResult, Snapshot, model_name, warn_interrupted, warn_stopped
 
 
 def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any]:
@@ -85,7 +85,7 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     history: list[float] = []
     steps, epoch = 0, 0
     success, message, interrupted = True, "", False
-    name = getattr(model, "display_name", type(model).__name__)  # adapters name their model
+    name = model_name(model)
     bar = progress_bar(progress, epochs, f"fit {name}")
     try:
         for epoch in range(epochs):
@@ -168,15 +168,17 @@ def _damped_update(model: Any, Xb: Tensor, yb: Tensor, g1: Tensor, g2: Tensor, g
     non-conjugate likelihood's step can overshoot: from the prior, counts of ~100 under a
     Poisson likelihood jumped the log rate to ~11 and the bound from −9e3 to −1e7). Costs one
     more evaluation of the minibatch bound per try. Returns the step taken (0: none)."""
-    # bound + log prior at the current q(u), averaged over ranks as every rank must decide alike
-    before = -float(averaged_over_ranks([loss.reshape(1)], "the minibatch bound")[0])
+    # the bound at the current q(u) (the loss less the log prior, which q(u) does not change),
+    # averaged over ranks as every rank must decide alike
+    before = -float(averaged_over_ranks([loss.reshape(1)], "the minibatch bound")[0]) \
+        - float(model.log_prior())
     start = model.q_mu.detach().clone(), model.q_sqrt.detach().clone()
     step = gamma
     for _ in range(DAMPING_HALVINGS):
         step = natural_update(model.q_mu, model.q_sqrt, g1, g2, step)
         with torch.no_grad():
             bound = averaged_over_ranks([model.elbo(Xb, yb).reshape(1)], "the minibatch bound")[0]
-        after = float(bound) + float(model.log_prior())
+        after = float(bound)
         if math.isfinite(after) and after >= before - 1e-9 * abs(before):
             return step
         with torch.no_grad():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -67,6 +68,12 @@ class Snapshot:
 
 
 INTERRUPTED = "interrupted by the user (KeyboardInterrupt)"
+
+
+def model_name(model: Any) -> str:
+    """What training messages call the model: an adapter's `display_name` (the model it
+    trains), else the class name."""
+    return getattr(model, "display_name", type(model).__name__)
 
 
 def warn_interrupted(what: str, where: str, stacklevel: int = 3) -> None:
