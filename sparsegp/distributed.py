@@ -154,6 +154,40 @@ def all_gather_objects(value: object, what: str) -> list[object]:
     return out
 
 
+def any_rank(flag: bool, what: str, device: torch.device | str = "cpu") -> bool:
+    """True on every rank when `flag` is True on some rank; `flag` when not distributed.
+    `device`: where the backend's collectives run (a GPU for NCCL)."""
+    if not is_distributed():
+        return bool(flag)
+    t = torch.tensor([1.0 if flag else 0.0], dtype=torch.float64, device=device)
+    all_reduce_([t], what)
+    return bool(t.item() > 0)
+
+
+def broadcast_object(value: object, what: str, src: int = 0) -> object:
+    """Rank `src`'s `value` (picklable; CPU tensors) on every rank; `value` when not
+    distributed."""
+    if not is_distributed():
+        return value
+    box = [value]
+    try:
+        torch.distributed.broadcast_object_list(box, src)
+    except Exception as err:
+        raise _fail(what, err) from err
+    return box[0]
+
+
+def check_same_on_all_ranks(value: object, what: str) -> None:
+    """A ValueError on every rank, at once, when ranks' `value` (picklable) differ: shapes
+    that must agree before a collective operation, which would otherwise wait out the
+    process group's timeout (or sum mismatched tensors)."""
+    values = all_gather_objects(value, what)
+    if any(v != values[0] for v in values[1:]):
+        listed = "; ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+        raise ValueError(f"{what} must be the same on every rank of the process group; got "
+                         f"{listed}")
+
+
 class _SummedGradient(torch.autograd.Function):
     @staticmethod
     def forward(ctx, t: Tensor) -> Tensor:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import signal
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -50,6 +52,34 @@ def svgp_model(X, y):
     return sg.SVGP(X[:300], labels[:300], likelihood=sg.likelihoods.Bernoulli(), inducing_points=X[:8])
 
 
+def spectral_models(X, y):
+    """RFF and SSGP with a trainable constant mean (its gradient reaches the objective through
+    each rank's rows only). The kernel's values are given: data-based starting values are rank
+    0's shard's."""
+    kw = {"num_features": 12, "seed": 3, "chunk_size": 16, "standardize_y": True}
+    return {cls.__name__: cls(X, y, sg.kernels.SquaredExponential(lengthscale=[0.8, 1.1, 1.5],
+                                                                  variance=1.3),
+                              mean=sg.means.Constant(0.5), noise_variance=0.2, **kw)
+            for cls in (sg.RFF, sg.SSGP)}
+
+
+def whole_data_models(X, y):
+    """Models that hold all the data on every rank (not sharded) and stream their sums."""
+    gplvm = sg.BayesianGPLVM(np.c_[y, X], latent_dim=1, inducing_points=5, chunk_size=16)
+    svgp = sg.SVGP(X, y, inducing_points=X[:8], chunk_size=16)
+    return {"GPLVM": lambda: gplvm.training_loss().item(),
+            "SVGP diagnostics": lambda: [getattr(svgp.diagnostics(), k)
+                                         for k in ("objective", "lower_bound", "upper_bound")]}
+
+
+def evaluate_spectral(model, Xtest):
+    loss = model.training_loss()
+    grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+    mean, var = model.predict(Xtest)
+    return {"loss": loss.item(), "grads": [g.reshape(-1).tolist() for g in grads],
+            "mean": mean.tolist(), "var": var.tolist()}
+
+
 def evaluate(model, Xtest):
     loss = model.training_loss()
     grads = torch.autograd.grad(loss, list(model.parameters()))
@@ -84,6 +114,57 @@ def main() -> int:
         model.fit(batch_size=X.shape[0] // world, epochs=3, lr=0.05)
         with open(f"{out}.{rank}.json", "w") as f:
             json.dump({"params": [p.detach().reshape(-1).tolist() for p in model.parameters()]}, f)
+        torch.distributed.destroy_process_group()
+        return 0
+    if mode == "spectral":  # RFF and SSGP on shards; the non-sharded models on all the data
+        results = {name: evaluate_spectral(m, Xtest) for name, m in spectral_models(Xr, yr).items()}
+        model = sg.RFF(Xr, yr, num_features=8, standardize_y=True)
+        fit = model.fit(maxiter=15)
+        results["fit"] = {"params": [p.detach().reshape(-1).tolist() for p in model.parameters()],
+                          "objective": fit.objective, "iterations": fit.iterations}
+        results["whole"] = {name: value() for name, value in whole_data_models(X, y).items()}
+        with open(f"{out}.{rank}.json", "w") as f:
+            json.dump(results, f)
+        torch.distributed.destroy_process_group()
+        return 0
+    if mode == "interrupt":  # one rank interrupted: every rank stops at the same iteration
+        results = {}
+        for how, who, at in (("callback", 1, 3), ("ctrl-c", 0, 2)):
+            def stop(i, objective, how=how, who=who, at=at):
+                if rank == who and i == at:
+                    if how == "callback":
+                        raise KeyboardInterrupt
+                    os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C in this rank's terminal
+            model = build(Xr, yr, Z, "vfe", None)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = model.fit(maxiter=30, callback=stop)
+            results[how] = {"interrupted": fit.interrupted, "iterations": fit.iterations,
+                            "params": [p.detach().reshape(-1).tolist()
+                                       for p in model.parameters()],
+                            "after": model.log_marginal_likelihood()}
+        with open(f"{out}.{rank}.json", "w") as f:
+            json.dump(results, f)
+        torch.distributed.destroy_process_group()
+        return 0
+    if mode == "agree":  # what every rank must agree on, and what rank 0 alone chooses
+        results = {}
+        mine = slice(0, 40) if rank == 0 else slice(40, 43)  # rank 1: 3 rows
+        for M in (5, None, 50):  # 50: more than rank 0's 40 rows
+            try:
+                model = sg.SGPR(X[mine], y[mine], inducing_points=M)
+                results[str(M)] = model.inducing_points.tolist()
+            except ValueError as err:
+                results[str(M)] = f"ValueError: {err}"
+        for what, Xr in (("columns", X[mine] if rank == 0 else X[mine][:, :2]),):
+            start = time.perf_counter()
+            try:
+                sg.SGPR(Xr, y[mine], inducing_points=Z[:, :Xr.shape[1]])
+                results[what] = "built"
+            except ValueError as err:
+                results[what] = f"ValueError after {time.perf_counter() - start:.1f} s: {err}"
+        with open(f"{out}.{rank}.json", "w") as f:
+            json.dump(results, f)
         torch.distributed.destroy_process_group()
         return 0
     if mode in ("blocks", "split-blocks"):

@@ -22,9 +22,12 @@ from .distributed_worker import (
     block_labels,
     build,
     evaluate,
+    evaluate_spectral,
     problem,
     row_terms,
+    spectral_models,
     svgp_model,
+    whole_data_models,
 )
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
@@ -135,6 +138,71 @@ def test_blocks_means_and_group_noise_sharded_give_one_process_results(tmp_path)
     for r in runs:
         assert r.returncode == 4, r.stderr
         assert "label 0 is on ranks 0 and 1" in r.stdout and "shard the data by block" in r.stdout
+
+
+def test_spectral_models_shard_and_unsharded_models_ignore_the_process_group(tmp_path):
+    """RFF and SSGP on two shards equal one process on all the data (a trainable mean
+    included); models that hold all the data on every rank (the GP-LVM, SVGP's
+    collapsed bound and diagnostics) give one process's numbers under a process group."""
+    runs = launch("spectral", tmp_path / "out", timeout=240)
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
+    X, y, _, Xtest = problem()
+    for name, model in spectral_models(X, y).items():
+        ref = evaluate_spectral(model, Xtest)
+        for res in ranks:
+            assert res[name]["loss"] == pytest.approx(ref["loss"], rel=1e-12)
+            for g, g_ref in zip(res[name]["grads"], ref["grads"]):
+                np.testing.assert_allclose(g, g_ref, rtol=1e-9, atol=1e-11)
+            np.testing.assert_allclose(res[name]["mean"], ref["mean"], rtol=1e-10)
+            np.testing.assert_allclose(res[name]["var"], ref["var"], rtol=1e-9)
+    assert ranks[0]["fit"] == ranks[1]["fit"] and ranks[0]["fit"]["iterations"] > 0
+    for name, value in whole_data_models(X, y).items():
+        for res in ranks:
+            np.testing.assert_allclose(res["whole"][name], value(), rtol=1e-12)
+
+
+def test_an_interrupt_on_one_rank_stops_every_rank_at_the_same_iteration(tmp_path):
+    """A callback's KeyboardInterrupt on rank 1, or Ctrl-C (SIGINT) on rank 0, in lock-step
+    training: both ranks stop at that iteration with the same parameters, and the next
+    collective evaluation is that of all the data at those parameters on both."""
+    runs = launch("interrupt", tmp_path / "out", timeout=120)
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
+    X, y, Z, _ = problem()
+    for how, at in (("callback", 3), ("ctrl-c", 2)):
+        a, b = ranks[0][how], ranks[1][how]
+        assert a["interrupted"] and b["interrupted"]
+        assert a["iterations"] == b["iterations"] == at
+        assert a["params"] == b["params"]
+        one = build(X, y, Z, "vfe", None)
+        with torch.no_grad():
+            for p, values in zip(one.parameters(), a["params"]):
+                p.copy_(torch.tensor(values, dtype=p.dtype).view_as(p))
+        for res in (a, b):
+            assert res["after"] == pytest.approx(one.log_marginal_likelihood(), rel=1e-12)
+
+
+def test_ranks_agree_on_shapes_and_take_rank_0s_inducing_inputs(tmp_path):
+    """Data of different widths on two ranks: a ValueError on both at once (not the process
+    group's timeout); an int M (or the default) is chosen from rank 0's shard and held by
+    every rank, whatever the other shards' sizes; an M rank 0 cannot supply fails on both."""
+    runs = launch("agree", tmp_path / "out", timeout=120)
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
+    assert ranks[0]["5"] == ranks[1]["5"] and np.shape(ranks[0]["5"]) == (5, 3)
+    assert ranks[0]["None"] == ranks[1]["None"] and np.shape(ranks[0]["None"]) == (40, 3)
+    X, y, _, _ = problem()
+    one = sg.SGPR(X[:40], y[:40], inducing_points=5).inducing_points  # rank 0's shard alone
+    np.testing.assert_array_equal(ranks[0]["5"], one)
+    for res in ranks:
+        assert res["50"].startswith("ValueError") and "chosen on rank 0" in res["50"]
+        assert res["columns"].startswith("ValueError after")
+        assert float(res["columns"].split()[2]) < 10  # the group's timeout is 20 s
+        assert "rank 0: X [N, 3]" in res["columns"] and "rank 1: X [N, 2]" in res["columns"]
 
 
 @pytest.mark.parametrize("local_rank, ranks, gpus, expected", [

@@ -154,6 +154,21 @@ def test_ctrl_c_during_an_objective_evaluation_goes_back_to_the_last_iterate(mon
     assert m.log_marginal_likelihood() == pytest.approx(result.history[-1], rel=1e-12)
 
 
+def test_ctrl_c_during_the_first_evaluation_returns_the_untouched_model(monkeypatch):
+    X, y = make_problem(2, N=80)
+    m = sg.SGPR(X, y, inducing_points=8)
+    before = [p.detach().clone() for p in m.parameters()]
+    monkeypatch.setattr(type(m), "training_loss",
+                        lambda self: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        result = m.fit(progress=False)
+    monkeypatch.undo()
+    assert result.interrupted and not result.success and result.iterations == 0
+    assert result.history == [] and np.isnan(result.objective)  # never evaluated
+    for p, b in zip(m.parameters(), before):
+        torch.testing.assert_close(p.detach(), b, rtol=0, atol=0)
+
+
 def test_ctrl_c_in_minibatch_training_restores_the_step_it_interrupted(monkeypatch):
     X, y = make_problem(3, N=200)
     labels = (y > np.median(y)).astype(float)

@@ -30,7 +30,13 @@ import torch
 from torch import Tensor
 
 from ..config import PARAMETER_DTYPE
-from ..distributed import broadcast_, column_mean_std, global_sum, is_distributed
+from ..distributed import (
+    broadcast_,
+    check_same_on_all_ranks,
+    column_mean_std,
+    global_sum,
+    is_distributed,
+)
 from ..features.base import InducingFeature
 from ..kernels.base import Kernel
 from ..kernels.separate import Separate
@@ -100,6 +106,11 @@ def state_key(module: torch.nn.Module) -> tuple:
     )
 
 
+def _trailing_shape(y: Any) -> str:
+    """y's shape after the rows, as '[N]' or '[N, P]'."""
+    return "[" + ", ".join(["N", *(str(n) for n in tuple(np.shape(y))[1:])]) + "]"
+
+
 class Model(Registered, DtypeModule, ABC):
     """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
 
@@ -123,6 +134,9 @@ class Model(Registered, DtypeModule, ABC):
         names = column_names(X)  # a DataFrame's columns; inducing inputs given as one must match
         check_columns(arguments.get("inducing_points"), names, "inducing_points")
         X = as_inputs(X, "X", dtype=dtype, device=device).to(PARAMETER_DTYPE)
+        if self.shards_data:  # before the first collective operation, which would hang
+            check_same_on_all_ranks(f"X [N, {X.shape[1]}], y {_trailing_shape(y)}, "
+                                    f"dtype {dtype_name(dtype)}", "the data's shape and dtype")
         # With data sharded over processes, moments and counts are those of all shards.
         x_mean, x_std = self._moments(X)
         x_shift = x_mean if standardize_X else torch.zeros_like(x_mean)
@@ -223,6 +237,9 @@ class Model(Registered, DtypeModule, ABC):
     def _synchronise(self) -> None:
         """With sharded data, start every rank from rank 0's initial parameters."""
         if self.shards_data:
+            check_same_on_all_ranks(", ".join(f"{name} {list(p.shape)}" for name, p
+                                              in self.named_parameters()),
+                                    "the parameters' shapes")
             broadcast_([p.data for p in self.parameters()], "the initial parameters")
 
     @classmethod

@@ -4,12 +4,14 @@ argument, the feature it becomes, and the views of it in the units of X."""
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from .. import covariances as cov
+from .. import distributed
 from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
 from ..features.patches import InducingPatches, MultiChannelPatches
@@ -81,6 +83,29 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
         feature = InducingPoints((Z - x_shift) / x_scale)
     cov.check_pair(feature, kernel)
     return feature
+
+
+def resolve_shared_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Tensor,
+                           x_scale: Tensor, method: str, seed: int) -> InducingFeature:
+    """`resolve_feature` for data sharded over torch.distributed ranks: chosen on rank 0 from
+    its shard (an int M, or the default) and sent to every rank, so that all hold the same M
+    and the same inputs, and a choice rank 0 cannot make (M above its distinct rows) is the
+    same ValueError on every rank rather than one rank's error and the others' timeout."""
+    if not distributed.is_distributed():
+        return resolve_feature(inducing_points, kernel, X, x_shift, x_scale, method, seed)
+    chosen: InducingFeature | Exception | None = None
+    if torch.distributed.get_rank() == 0:
+        try:
+            chosen = resolve_feature(inducing_points, kernel, X, x_shift, x_scale, method,
+                                     seed).cpu()
+        except (ValueError, TypeError) as err:
+            chosen = err
+    chosen = cast("InducingFeature | Exception", distributed.broadcast_object(
+        chosen, "the inducing inputs"))
+    if isinstance(chosen, Exception):
+        raise type(chosen)(f"{chosen} (the inducing inputs are chosen on rank 0, from its "
+                           "shard of the data)") from None
+    return chosen.to(X.device)
 
 
 def default_feature(kernel: Kernel, X: Tensor, M: int, method: str, seed: int,

@@ -26,7 +26,7 @@ from ..objectives.collapsed import (
 from ..objectives.coregional import lmc_objective, lmc_posterior_q, lmc_upper_bound
 from ..posteriors import CoregionalPosterior, Posterior, SeparatePosterior, SparsePosterior
 from .coregional import CoregionalMixin, mixing_matrix
-from .inducing import InducingMixin, resolve_feature
+from .inducing import InducingMixin, resolve_shared_feature
 from .regression import GPModel
 
 _COMPUTE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
@@ -124,8 +124,8 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
             raise TypeError(f"compute_dtype must be torch.float32, torch.float64 or None; "
                             f"got {compute_dtype!r}")
         chunk_size = check_chunk_size(chunk_size)
-        parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
-                                           inducing_init, seed)
+        parts["feature"] = resolve_shared_feature(inducing_points, parts["kernel"], X, x_shift,
+                                                  x_scale, inducing_init, seed)
         config.update(blocks=block_config, approximation=fam.name,
                       alpha=fam.alpha if fam.name == "pep" else None,
                       chunk_size=None if chunk_size is None else int(chunk_size),
@@ -215,7 +215,7 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         return CollapsedProblem(self.kernel, self.feature, self.X, self.y,
                                 self.noise_rows(), self._family, self.jitter,
                                 self.chunk_size, self.compute_dtype, self._block_partition(),
-                                self.prior_mean())
+                                self.prior_mean(), sharded=self.shards_data)
 
     def _objective(self) -> Tensor:
         if self.mixing_matrix is not None:

@@ -21,9 +21,10 @@ from torch import Tensor
 
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import PARAMETER_DTYPE
+from ..distributed import is_distributed
 from ..kernels.base import Kernel
 from ..kernels.spectral import feature_map, spectral_samples
-from ..objectives.collapsed import family_objective, q_from_statistics, solve
+from ..objectives.collapsed import family_objective, q_from_statistics, residual, solve
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
 from ..parameters import Parameterised
@@ -112,6 +113,7 @@ class RFF(GPModel):
     """
 
     free_frequencies = False
+    shards_data = True  # under torch.distributed, X and y are this rank's shard
 
     def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, num_features: int = 100,
                  noise_variance: Any = None, seed: int = 0, *, mean: Any = None,
@@ -169,8 +171,9 @@ class RFF(GPModel):
 
     def _statistics(self):
         size = self.chunk_size or auto_chunk_size(self.basis.num_inducing, 8, device=self.device)
-        y = self.y - self.mean(self.X)
-        return feature_statistics(self.basis, self.kernel, self.X, y, self.noise_rows(), size)
+        y = residual(self.X, self.y, self.prior_mean(), self.shards_data)
+        return feature_statistics(self.basis, self.kernel, self.X, y, self.noise_rows(), size,
+                                  self.shards_data)
 
     def _objective(self) -> Tensor:
         stats = self._statistics()
@@ -189,7 +192,7 @@ class RFF(GPModel):
         With `diagnose`, a warning if `diagnostics()` finds something."""
         result = super(GPModel, self).fit(maxiter=maxiter, tol=tol, progress=progress,
                                           callback=callback)
-        if diagnose and not result.interrupted:
+        if diagnose and not result.interrupted and not is_distributed():
             rep = self.diagnostics()
             serious = [w for w in rep.warnings if not w.startswith(_NOT_A_BOUND[:20])]
             if serious:
@@ -203,6 +206,9 @@ class RFF(GPModel):
         """The evidence, the exact GP's at the same hyperparameters (RFF, N ≤ 2000), and
         warnings: this evidence is not a bound on the GP's; more basis functions than data."""
         self._require_data()
+        if is_distributed():
+            raise RuntimeError(f"{type(self).__name__}.diagnostics() does not support data "
+                               "sharded over torch.distributed ranks")
         offset = self._objective_offset()
         with torch.no_grad():
             objective = float(self._objective()) + offset

@@ -108,7 +108,9 @@ class CollapsedProblem(NamedTuple):
     budget; `compute_dtype`, e.g. float32 on a GPU, the M×M factorisations staying float64).
     `blocks` (Power EP only) partitions the data for block / PITC Power EP (`blocks.py`;
     evaluated in float64, whatever `compute_dtype` says). With a prior `mean`, the
-    statistics are those of the residual y − m(X) (`targets`)."""
+    statistics are those of the residual y − m(X) (`targets`). `sharded`: X and y are this
+    rank's shard of data sharded over a torch.distributed process group, so the statistics
+    (and the gradients of what reaches them through the rows) are summed over the ranks."""
 
     kernel: Kernel
     feature: InducingFeature
@@ -121,19 +123,25 @@ class CollapsedProblem(NamedTuple):
     compute_dtype: torch.dtype | None = None
     blocks: Blocking | None = None
     mean: Mean | None = None
+    sharded: bool = False
 
 
 def targets(p: CollapsedProblem) -> Tensor:
     """y − m(X) [N] (or [N, P]: the mean of every output), differentiable in the mean's
     parameters (y itself without a mean)."""
-    if p.mean is None:
-        return p.y
-    if distributed.is_distributed():  # sharded rows: the mean's gradient summed over ranks
-        params = {n: distributed.summed_gradient(t) for n, t in p.mean.named_parameters()}
-        m = torch.func.functional_call(p.mean, params, (p.X,))
+    return residual(p.X, p.y, p.mean, p.sharded)
+
+
+def residual(X: Tensor, y: Tensor, mean: Mean | None, sharded: bool) -> Tensor:
+    """y − m(X) (`targets`); with `sharded` rows the mean's gradient is summed over ranks."""
+    if mean is None:
+        return y
+    if sharded and distributed.is_distributed():
+        params = {n: distributed.summed_gradient(t) for n, t in mean.named_parameters()}
+        m = torch.func.functional_call(mean, params, (X,))
     else:
-        m = p.mean(p.X)
-    return p.y - (m[:, None] if p.y.dim() == 2 else m)
+        m = mean(X)
+    return y - (m[:, None] if y.dim() == 2 else m)
 
 
 def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedProblem]]:
@@ -171,8 +179,9 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     chunks of the data and, when the data are sharded, over processes (see `streaming`)."""
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
     size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype, p.X.device)
-    n = int(global_sum(p.X.shape[0], p.X))
+    n = int(global_sum(p.X.shape[0], p.X)) if p.sharded else p.X.shape[0]
     y = targets(p)
+    over = p.sharded
     per_point = p.noise.dim() == 1  # σ²_n: known heteroscedastic noise or one per group
     columns = 0 if y.dim() == 1 else y.shape[1]  # P outputs sharing a_n and λ_n
     if columns and (per_point or p.blocks is not None):
@@ -185,17 +194,19 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
         stream: Stream = BlockPowerEPStream(p.feature, p.kernel, L,
                                             None if per_point else p.noise)
         sums = streamed_sum(stream, p.X[b.order], y[b.order], b.runs(size), b.ids,
-                            b.alpha.to(L.device)[b.ids], noise)
+                            b.alpha.to(L.device)[b.ids], noise, over_ranks=over)
         return Statistics._make((*sums, n))
     if per_point:
         stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
-        return Statistics._make((*streamed_sum(stream, p.X, y, size, p.noise), n))
+        return Statistics._make((*streamed_sum(stream, p.X, y, size, p.noise,
+                                               over_ranks=over), n))
     if p.fam.mode == "pep":
         assert p.fam.alpha is not None  # Power EP's members have their power
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns)
-        return Statistics._make((*streamed_sum(stream, p.X, y, size), n))
+        return Statistics._make((*streamed_sum(stream, p.X, y, size, over_ranks=over), n))
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
-    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns), p.X, y, size)
+    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns), p.X, y, size,
+                                over_ranks=over)
     s_d = kd - torch.diagonal(Q).sum()
     return Statistics(
         A=Q / p.noise,

@@ -18,6 +18,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from .. import distributed
 from ..distributed import global_sum
 from ..kernels.base import Kernel
 from .collapsed import Statistics
@@ -49,14 +50,18 @@ class FeatureBasis(Protocol):
 
 
 def feature_statistics(basis: FeatureBasis, kernel: Kernel, X: Tensor, y: Tensor,
-                       noise: Tensor, chunk_size: int) -> Statistics:
+                       noise: Tensor, chunk_size: int, sharded: bool = False) -> Statistics:
     """The statistics of Bayesian linear regression on `basis.features` (module docstring);
-    `noise` is σ² [] or σ²_n [N]."""
+    `noise` is σ² [] or σ²_n [N]; `sharded`: X, y are this rank's shard of data sharded over a
+    process group (the sums are all ranks')."""
     K = basis.num_inducing
     eye = torch.eye(K, dtype=torch.float64, device=X.device)
     stream = FeatureMapStream(basis, kernel, eye)
+    if noise.dim() == 0 and sharded:  # one σ² reaching the sums through every rank's rows
+        noise = distributed.summed_gradient(noise)
     rows = noise.expand(X.shape[0]) if noise.dim() == 0 else noise
-    n = int(global_sum(X.shape[0], X))
-    return Statistics._make((*streamed_sum(stream, X, y, chunk_size, rows), n))
+    n = int(global_sum(X.shape[0], X)) if sharded else X.shape[0]
+    return Statistics._make((*streamed_sum(stream, X, y, chunk_size, rows, over_ranks=sharded),
+                             n))
 
 

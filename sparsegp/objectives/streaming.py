@@ -7,9 +7,10 @@ inducing inputs, chol(Kuu), the noise). `streamed_sum` runs the forward loop wit
 autograd and, in the backward pass, loops over the chunks again, recomputing what it needs:
 no N×M tensor is ever alive, neither for the value nor for the gradient.
 
-When a `torch.distributed` process group is initialised and every rank holds a shard of the
-data, the sums are all-reduced in the forward pass and the input gradients in the backward
-pass, so each rank sees exactly the objective and gradient of all the data.
+When the rows are this rank's shard of data sharded over a `torch.distributed` process group
+(`over_ranks=True`), the sums are all-reduced in the forward pass and the input gradients in
+the backward pass, so each rank sees exactly the objective and gradient of all the data.
+Otherwise (the default) a rank's sums are its own rows', process group or not.
 """
 
 from __future__ import annotations
@@ -70,14 +71,17 @@ class Stream(ABC):
 class _StreamedSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, stream: Stream, chunks: Sequence[slice],
-                n_extra: int, X: Tensor, y: Tensor, *rest: Tensor) -> tuple[Tensor, ...]:
+                n_extra: int, over_ranks: bool, X: Tensor, y: Tensor, *rest: Tensor
+                ) -> tuple[Tensor, ...]:
         columns = (X, y, *rest[:n_extra])
         acc = stream.zeros()
         for s in chunks:
             stream.add(acc, *(c[s] for c in columns))
         out = stream.finish(acc)
-        distributed.all_reduce_(out, "the statistics of the objective")
+        if over_ranks:
+            distributed.all_reduce_(out, "the statistics of the objective")
         ctx.stream, ctx.columns, ctx.chunks, ctx.n_extra = stream, columns, chunks, n_extra
+        ctx.over_ranks = over_ranks
         ctx.mark_non_differentiable(*[o for o in out if not o.is_floating_point()])
         return out
 
@@ -87,7 +91,7 @@ class _StreamedSum(torch.autograd.Function):
         stream = ctx.stream
         grads = tuple(torch.zeros_like(g) if g is None else g for g in grads)
         # which of the columns after X (y, then the extras) want a gradient
-        stream.want_columns = tuple(bool(ctx.needs_input_grad[4 + j])
+        stream.want_columns = tuple(bool(ctx.needs_input_grad[5 + j])
                                     for j in range(1 + ctx.n_extra))
         stream.want_y = stream.want_columns[0]
         gcols = [torch.zeros_like(c) if w else None
@@ -99,13 +103,15 @@ class _StreamedSum(torch.autograd.Function):
                 if total is not None and part is not None:
                     total[s] = part
         result = stream.grad_finish(gacc, grads)
-        distributed.all_reduce_([g for g in result if g is not None], "the gradient")
-        return (None, None, None, None, *gcols, *result)
+        if ctx.over_ranks:
+            distributed.all_reduce_([g for g in result if g is not None], "the gradient")
+        return (None, None, None, None, None, *gcols, *result)
 
 
 def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[slice],
-                 *extra: Tensor) -> tuple[Tensor, ...]:
-    """The stream's sums over all rows of X [N, D], y [N] (all ranks when distributed).
+                 *extra: Tensor, over_ranks: bool = False) -> tuple[Tensor, ...]:
+    """The stream's sums over all rows of X [N, D], y [N]; with `over_ranks` (the rows are
+    this rank's shard of data sharded over processes) over every rank's rows.
 
     `chunks` is a chunk size (consecutive chunks of that many rows) or the slices themselves
     (e.g. runs of whole blocks). `extra` per-row tensors are sliced like X and y and passed
@@ -119,9 +125,11 @@ def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[sl
         chunks = list(chunk_slices(X.shape[0], chunks))
     if torch.is_grad_enabled() and any(t.requires_grad for t in (y, *extra, *stream.inputs)):
         stream.backward_follows = True
-        return _StreamedSum.apply(stream, chunks, len(extra), X, y, *extra, *stream.inputs)
+        return _StreamedSum.apply(stream, chunks, len(extra), over_ranks, X, y, *extra,
+                                  *stream.inputs)
     with torch.no_grad():
-        return _StreamedSum.forward(_NoContext(), stream, chunks, len(extra), X, y, *extra)
+        return _StreamedSum.forward(_NoContext(), stream, chunks, len(extra), over_ranks, X, y,
+                                    *extra)
 
 
 class _NoContext:

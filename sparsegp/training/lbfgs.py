@@ -4,14 +4,20 @@ The objective and its gradient come from `model.training_loss()` through torch a
 the optimiser's vector is float64 whatever the model's dtype. Frozen parameters
 (`requires_grad=False`) are left out. If the objective or its gradient stops being finite,
 or the user presses Ctrl-C, training stops, the model is put back at the last accepted
-iterate, and the result says so.
+iterate, and the result says so. In lock-step (data sharded over torch.distributed ranks)
+an interrupt on any rank — Ctrl-C or a callback's KeyboardInterrupt — stops every rank at
+the end of the same iteration, so that no rank is left waiting in a collective operation
+the others no longer make (which would pair it with the wrong one).
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
@@ -20,7 +26,7 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import Tensor, nn
 
-from ..distributed import broadcast_
+from ..distributed import any_rank, broadcast_
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int
 from .progress import progress_bar
@@ -62,6 +68,27 @@ class _Flat:
         return np.concatenate(parts)
 
 
+@contextmanager
+def _deferred_ctrl_c(active: bool) -> Iterator[list[bool]]:
+    """While active (lock-step training, main thread), the first Ctrl-C only sets a flag that
+    the iteration's end reads (`[pressed]`); a second one interrupts at once."""
+    pressed = [False]
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def record(signum: int, frame: Any) -> None:
+        pressed[0] = True
+        signal.signal(signal.SIGINT, previous)
+
+    signal.signal(signal.SIGINT, record)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def fit_lbfgsb(
     model: Trainable,
     maxiter: int = 1000,
@@ -90,6 +117,7 @@ def fit_lbfgsb(
         return FitResult(True, "no trainable parameters (all frozen)", 0, 1, obj, [obj])
     flat = _Flat(params)
     x0 = flat.get()
+    device = params[0].device
     evaluations = 0
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -103,8 +131,9 @@ def fit_lbfgsb(
         f = float(loss.detach())
         g = flat.grad(torch.autograd.grad(loss, params, allow_unused=True))
         if lockstep:
-            fg = torch.from_numpy(np.concatenate([[f], g]))
+            fg = torch.from_numpy(np.concatenate([[f], g])).to(device)  # NCCL: on the GPU
             broadcast_([fg], "the objective and gradient")
+            fg = fg.cpu()
             f, g = float(fg[0]), fg[1:].numpy()
         if not np.isfinite(f):
             raise _NonFinite(f"the objective became {f}")
@@ -112,15 +141,9 @@ def fit_lbfgsb(
             raise _NonFinite("the gradient became non-finite")
         return f, g
 
-    try:
-        f0, _ = fun(x0)
-    except _NonFinite as err:
-        flat.set(x0)
-        raise RuntimeError(
-            f"cannot fit {name}: at the starting parameters {err}"
-        ) from None
-    history = [-f0]
-    best: dict[str, Any] = {"x": x0.copy(), "f": f0}
+    history: list[float] = []
+    # the objective at x is unknown (NaN) until the first evaluation returns
+    best: dict[str, Any] = {"x": x0.copy(), "f": float("nan")}
     bar = progress_bar(progress, maxiter, f"fit {name}")
 
     def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:
@@ -128,24 +151,42 @@ def fit_lbfgsb(
         history.append(-best["f"])
         bar.update(1)
         bar.set_postfix(objective=f"{history[-1]:.6g}")
+        stop = False
         if callback is not None:
-            callback(len(history) - 1, history[-1])
+            try:
+                callback(len(history) - 1, history[-1])
+            except KeyboardInterrupt:
+                if not lockstep:
+                    raise
+                stop = True
+        if lockstep and any_rank(stop or ctrl_c[0], "an interrupt", device):
+            raise KeyboardInterrupt
 
     options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
     info: dict = {}
     interrupted = False
     try:
-        # numpy/scipy's own BLAS threads spin against torch's: the optimiser's vector work
-        # is tiny, so give it one thread (measured: 4× faster fits on small problems).
-        with threadpool_limits(1, user_api="blas"):
-            res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", tol=tol,
-                                          options=options, callback=on_iteration)
+        with _deferred_ctrl_c(lockstep) as ctrl_c:
+            try:
+                f0, _ = fun(x0)
+            except _NonFinite as err:
+                flat.set(x0)
+                raise RuntimeError(
+                    f"cannot fit {name}: at the starting parameters {err}"
+                ) from None
+            history.append(-f0)
+            best["f"] = f0
+            # numpy/scipy's own BLAS threads spin against torch's: the optimiser's vector
+            # work is tiny, so give it one thread (measured: 4× faster fits on small problems).
+            with threadpool_limits(1, user_api="blas"):
+                res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", tol=tol,
+                                              options=options, callback=on_iteration)
         flat.set(res.x)
         success, message, nit = bool(res.success), str(res.message), int(res.nit)
         objective = -float(res.fun)
     except (_NonFinite, KeyboardInterrupt) as err:
         flat.set(best["x"])
-        nit, objective = len(history) - 1, -best["f"]
+        nit, objective = max(len(history) - 1, 0), -best["f"]
         success = False
         if isinstance(err, KeyboardInterrupt):
             interrupted = True
