@@ -3,6 +3,8 @@ Snelson, unbiased gradients, LOVE variances, save/load and bad input."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -152,3 +154,47 @@ def test_a_fitted_kissgp_deep_copies_and_pickles():
     for other in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
         np.testing.assert_array_equal(other.predict(X[:4])[0], mean)
         assert other.fit(maxiter=2).iterations == 2
+
+
+def _wavy(N=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 5, (N, 1))
+    return X, np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(N)
+
+
+def test_a_grid_too_coarse_for_the_lengthscale_is_named_with_the_size_that_would_do():
+    X, y = _wavy()
+    kernel = lambda: sg.kernels.SquaredExponential(lengthscale=0.7, variance=1.2)  # noqa: E731
+    exact = sg.GPR(X, y, kernel=kernel(), noise_variance=0.01).log_marginal_likelihood()
+    with pytest.warns(sg.ApproximationWarning, match=r"1\.7 lengthscales.*grid_size ≥ 32"):
+        coarse = sg.KISSGP(X, y, kernel=kernel(), grid_size=10, noise_variance=0.01)
+    rep = coarse.diagnostics()
+    assert rep.objective < exact - 100  # what the warning is about: −491 nats measured
+    assert any("grid_size ≥ 32" in w for w in rep.warnings)
+    assert any("beyond the estimate's noise" in w for w in rep.warnings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ApproximationWarning)
+        fine = sg.KISSGP(X, y, kernel=kernel(), grid_size=32, noise_variance=0.01)
+    rep = fine.diagnostics()
+    assert abs(rep.objective - exact) < 2 and len(rep.warnings) == 1  # "not a bound" only
+
+
+def test_a_fit_that_shortens_the_lengthscale_below_the_grid_warns():
+    X, y = _wavy()
+    m = sg.KISSGP(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=1.0), grid_size=32)
+
+    def shorten(i, objective):  # as a fit that found short-scale structure would
+        if i == 2:
+            m.kernel.lengthscale = 0.1
+
+    with pytest.warns(sg.ApproximationWarning, match="grid spacing in input 0"):
+        m.fit(maxiter=3, callback=shorten, progress=False)
+
+
+def test_matern12_interpolation_error_is_flagged_against_the_exact_evidence():
+    X, y = _wavy()
+    m = sg.KISSGP(X, y, kernel=sg.kernels.Matern12(lengthscale=0.7, variance=1.2), grid_size=64,
+                  noise_variance=0.01)
+    rep = m.diagnostics()
+    assert not m.grid_problems()  # a fine grid, yet the kink is interpolated badly (+70 nats)
+    assert any("Matérn-1/2's kink" in w for w in rep.warnings)
