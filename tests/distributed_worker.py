@@ -111,9 +111,22 @@ def main() -> int:
     if mode == "svgp":
         # every rank holds all the data; DistributedSampler gives each half of it per epoch
         model = svgp_model(X, y)
-        model.fit(batch_size=X.shape[0] // world, epochs=3, lr=0.05)
+        fit = model.fit(batch_size=X.shape[0] // world, epochs=3, lr=0.05)
+        again = svgp_model(X, y)  # rank 1's callback interrupts after epoch 1
+
+        def stop(epoch, objective):
+            if rank == 1 and epoch == 1:
+                raise KeyboardInterrupt
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cut = again.fit(batch_size=X.shape[0] // world, epochs=5, lr=0.05, callback=stop)
         with open(f"{out}.{rank}.json", "w") as f:
-            json.dump({"params": [p.detach().reshape(-1).tolist() for p in model.parameters()]}, f)
+            json.dump({"params": [p.detach().reshape(-1).tolist() for p in model.parameters()],
+                       "history": fit.history,
+                       "interrupted": [cut.interrupted, cut.iterations,
+                                       [p.detach().reshape(-1).tolist()
+                                        for p in again.parameters()]]}, f)
         torch.distributed.destroy_process_group()
         return 0
     if mode == "spectral":  # RFF and SSGP on shards; the non-sharded models on all the data

@@ -84,12 +84,15 @@ def test_svgp_under_distributed_data_parallel_equals_one_process(tmp_path):
     for r in runs:
         assert r.returncode == 0, r.stderr[-3000:]
     ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
-    assert ranks[0] == ranks[1]  # lock-step
+    assert ranks[0] == ranks[1]  # lock-step, also when rank 1 alone is interrupted:
+    assert ranks[0]["interrupted"][:2] == [True, 2]  # both stop after the same epoch
     X, y, _, _ = problem()
     single = svgp_model(X, y)
-    single.fit(batch_size=300, epochs=3, lr=0.05)  # the two halves together: all the data
+    fit = single.fit(batch_size=300, epochs=3, lr=0.05)  # the two halves together: all the data
     for got, ref in zip(ranks[0]["params"], single.parameters()):
         np.testing.assert_allclose(got, ref.detach().reshape(-1).numpy(), rtol=1e-7, atol=1e-9)
+    # each epoch's objective is the mean over both ranks' batches: one process's estimate
+    np.testing.assert_allclose(ranks[0]["history"], fit.history, rtol=1e-7)
 
 
 def test_a_dying_rank_makes_the_other_fail_clearly_instead_of_hanging(tmp_path):

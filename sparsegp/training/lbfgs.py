@@ -5,19 +5,14 @@ the optimiser's vector is float64 whatever the model's dtype. Frozen parameters
 (`requires_grad=False`) are left out. If the objective or its gradient stops being finite,
 or the user presses Ctrl-C, training stops, the model is put back at the last accepted
 iterate, and the result says so. In lock-step (data sharded over torch.distributed ranks)
-an interrupt on any rank — Ctrl-C or a callback's KeyboardInterrupt — stops every rank at
-the end of the same iteration, so that no rank is left waiting in a collective operation
-the others no longer make (which would pair it with the wrong one).
+an interrupt on any rank stops every rank at the end of the same iteration (`interrupts`).
 """
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,9 +21,10 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import Tensor, nn
 
-from ..distributed import any_rank, broadcast_
+from ..distributed import broadcast_
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int
+from .interrupts import agreed_interrupts
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, model_name, warn_interrupted
 
@@ -66,27 +62,6 @@ class _Flat:
         parts = [np.zeros(n) if g is None else g.detach().cpu().double().reshape(-1).numpy()
                  for g, n in zip(grads, self.sizes)]
         return np.concatenate(parts)
-
-
-@contextmanager
-def _deferred_ctrl_c(active: bool) -> Iterator[list[bool]]:
-    """While active (lock-step training, main thread), the first Ctrl-C only sets a flag that
-    the iteration's end reads (`[pressed]`); a second one interrupts at once."""
-    pressed = [False]
-    if not active or threading.current_thread() is not threading.main_thread():
-        yield pressed
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def record(signum: int, frame: Any) -> None:
-        pressed[0] = True
-        signal.signal(signal.SIGINT, previous)
-
-    signal.signal(signal.SIGINT, record)
-    try:
-        yield pressed
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def fit_lbfgsb(
@@ -151,22 +126,13 @@ def fit_lbfgsb(
         history.append(-best["f"])
         bar.update(1)
         bar.set_postfix(objective=f"{history[-1]:.6g}")
-        stop = False
-        if callback is not None:
-            try:
-                callback(len(history) - 1, history[-1])
-            except KeyboardInterrupt:
-                if not lockstep:
-                    raise
-                stop = True
-        if lockstep and any_rank(stop or ctrl_c[0], "an interrupt", device):
-            raise KeyboardInterrupt
+        interrupts.call(callback, len(history) - 1, history[-1])
 
     options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
     info: dict = {}
     interrupted = False
     try:
-        with _deferred_ctrl_c(lockstep) as ctrl_c:
+        with agreed_interrupts(lockstep, device) as interrupts:
             try:
                 f0, _ = fun(x0)
             except _NonFinite as err:

@@ -18,9 +18,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..distributed import is_distributed
+from ..distributed import all_reduce_, is_distributed
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int, seeded_generator
+from .interrupts import agreed_interrupts
 from .natural_gradients import averaged_over_ranks, expectation_parameters, natural_update
 from .options import DEFAULT_LR
 from .progress import progress_bar
@@ -57,6 +58,14 @@ class _Batches:
             yield self.X[idx], self.y[idx]
 
 
+def _mean_over_ranks(total: Tensor | float, count: int, device: torch.device) -> float:
+    """total / count summed over ranks first (one collective per epoch)."""
+    t = torch.stack([torch.as_tensor(total, dtype=torch.float64, device=device),
+                     torch.tensor(float(count), dtype=torch.float64, device=device)])
+    all_reduce_([t], "the epoch's objective")
+    return float(t[0]) / max(1.0, float(t[1]))
+
+
 def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: float | None,
                   natgrad: bool, gamma: float | None, data: Any, progress: bool | None,
                   seed: int | None, callback: Callable[[int, float], None] | None) -> FitResult:
@@ -87,39 +96,41 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     success, message, interrupted = True, "", False
     name = model_name(model)
     bar = progress_bar(progress, epochs, f"fit {name}")
+    device = next(model.parameters()).device
     try:
-        for epoch in range(epochs):
-            if sampler is not None:
-                sampler.set_epoch(epoch)
-            total: Tensor | float = 0.0
-            for Xb, yb in loader:
-                if data is not None:
-                    Xb, yb = model.internal_batch(Xb, yb)
-                snapshot = Snapshot(model)
-                try:
-                    if natgrad:  # one evaluation: q(u)'s natural gradient and Adam's gradient
-                        loss = _natural_step(model, Xb, yb, hyper, opt, gamma)
-                    else:
-                        assert opt is not None  # without natural steps, something is trained
-                        opt.zero_grad()
-                        loss = module(Xb, yb)
-                        loss.backward()
-                        opt.step()
-                except (KeyboardInterrupt, CholeskyError):
-                    snapshot.restore()
-                    raise
-                total = total + loss.detach()  # one host sync per epoch, not per step
-                steps += 1
-            history.append(-float(total) / max(1, len(loader)))
-            bar.update(1)
-            bar.set_postfix(elbo=f"{history[-1]:.6g}")
-            if callback is not None:
-                callback(epoch, history[-1])
-            if not math.isfinite(history[-1]):
-                success, message = False, f"the ELBO became {history[-1]} in epoch {epoch}"
-                break
-        else:
-            message = f"{epochs} epochs of {steps // epochs} steps"
+        with agreed_interrupts(is_distributed(), device) as interrupts:
+            for epoch in range(epochs):
+                if sampler is not None:
+                    sampler.set_epoch(epoch)
+                total: Tensor | float = 0.0
+                for Xb, yb in loader:
+                    if data is not None:
+                        Xb, yb = model.internal_batch(Xb, yb)
+                    snapshot = Snapshot(model)
+                    try:
+                        if natgrad:  # one evaluation: q(u)'s natural gradient and Adam's gradient
+                            loss = _natural_step(model, Xb, yb, hyper, opt, gamma)
+                        else:
+                            assert opt is not None  # without natural steps, something is trained
+                            opt.zero_grad()
+                            loss = module(Xb, yb)
+                            loss.backward()
+                            opt.step()
+                    except (KeyboardInterrupt, CholeskyError):
+                        snapshot.restore()
+                        raise
+                    total = total + loss.detach()  # one host sync per epoch, not per step
+                    steps += 1
+                # the epoch's mean over every rank's batches (each rank has its own)
+                history.append(-_mean_over_ranks(total, len(loader), device))
+                bar.update(1)
+                bar.set_postfix(elbo=f"{history[-1]:.6g}")
+                interrupts.call(callback, epoch, history[-1])
+                if not math.isfinite(history[-1]):
+                    success, message = False, f"the ELBO became {history[-1]} in epoch {epoch}"
+                    break
+            else:
+                message = f"{epochs} epochs of {steps // epochs} steps"
     except KeyboardInterrupt:
         success, interrupted = False, True
         message = f"{INTERRUPTED} in epoch {epoch} after {steps} steps"

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..diagnostics import ApproximationWarning
 from ..diagnostics.inducing_gain import inducing_gain
 from ..kernels.base import Kernel
 from ..models import SGPR
-from ..validation import check_columns, positive_float, positive_int
+from ..validation import as_inputs, check_columns, positive_float, positive_int
 
 
 @dataclass
@@ -104,10 +105,8 @@ def select_inducing(
         raise ValueError(f"need 1 ≤ initial_inducing ≤ max_inducing; got {model.num_inducing}, "
                          f"{max_inducing}")
     check_columns(candidates, model.feature_names, "candidates")  # by name, as for predict
-    pool = np.asarray(X if candidates is None else candidates, dtype=np.float64)
-    if pool.ndim != 2 or pool.shape[1] != model.input_dim or pool.shape[0] == 0:
-        raise ValueError(f"candidates must have shape [C, {model.input_dim}] with C ≥ 1; got "
-                         f"{pool.shape}")
+    pool = as_inputs(X if candidates is None else candidates, "candidates",
+                     num_features=model.input_dim, dtype=torch.float64).cpu().numpy()
     if candidates_per_step is not None:
         candidates_per_step = positive_int(candidates_per_step, "candidates_per_step")
     rng = np.random.default_rng(seed)

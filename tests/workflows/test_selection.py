@@ -67,10 +67,14 @@ def test_rejects_bad_arguments():
         select_inducing(X, y, tol=0.0)
     with pytest.raises(TypeError, match="VFE"):
         select_inducing(X, y, approximation="fitc")
-    with pytest.raises(ValueError, match="candidates"):
+    with pytest.raises(ValueError, match="candidates has 3 columns but the model expects 2"):
         select_inducing(X, y, candidates=np.zeros((5, 3)))
-    with pytest.raises(ValueError, match=r"candidates must have shape \[C, 2\] with C ≥ 1"):
+    with pytest.raises(ValueError, match=r"candidates is empty"):
         select_inducing(X, y, candidates=np.zeros((0, 2)))
+    with pytest.raises(TypeError, match="candidates must hold real numbers"):
+        select_inducing(X, y, candidates=[["a", "b"], ["c", "d"]])
+    with pytest.raises(ValueError, match="candidates contains NaN"):
+        select_inducing(X, y, candidates=[[np.nan, 0.0]])
     with pytest.raises(ValueError, match="candidates_per_step must be a positive integer"):
         select_inducing(X, y, candidates_per_step=0)
 

@@ -1,0 +1,64 @@
+"""Interrupts that every torch.distributed rank agrees on.
+
+Training in lock-step (L-BFGS on sharded data, minibatches under DistributedDataParallel)
+makes the same collective operations on every rank. A rank that stops on its own — Ctrl-C
+in its terminal, a callback's KeyboardInterrupt — leaves the others inside a collective that
+it will pair with a different one (a wrong value, silently) or never make (a timeout). So in
+lock-step the first Ctrl-C only sets a flag, and at the next agreed point (the end of an
+iteration or an epoch) every rank asks whether any rank was interrupted and, if so, all stop.
+A second Ctrl-C interrupts at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from ..distributed import any_rank
+
+
+class Interrupts:
+    """The flag the deferred Ctrl-C sets, and `check(stop)`: raise KeyboardInterrupt on every
+    rank when some rank was interrupted (`stop`: this rank's callback was)."""
+
+    def __init__(self, lockstep: bool, device: torch.device) -> None:
+        self.lockstep, self.device, self.pressed = lockstep, device, False
+
+    def call(self, callback: Callable[[int, float], None] | None, i: int, value: float) -> None:
+        """Run the user's callback; in lock-step its KeyboardInterrupt is agreed first."""
+        stop = False
+        if callback is not None:
+            try:
+                callback(i, value)
+            except KeyboardInterrupt:
+                if not self.lockstep:
+                    raise
+                stop = True
+        if self.lockstep and any_rank(stop or self.pressed, "an interrupt", self.device):
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def agreed_interrupts(lockstep: bool, device: torch.device) -> Iterator[Interrupts]:
+    """While training in lock-step (in the main thread), the first Ctrl-C sets the flag that
+    `Interrupts.call` reads; without lock-step nothing changes."""
+    state = Interrupts(lockstep, device)
+    if not lockstep or threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def record(signum: int, frame: Any) -> None:
+        state.pressed = True
+        signal.signal(signal.SIGINT, previous)  # a second Ctrl-C interrupts at once
+
+    signal.signal(signal.SIGINT, record)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
