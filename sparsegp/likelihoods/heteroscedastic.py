@@ -67,14 +67,51 @@ class HeteroscedasticGaussian(Likelihood):
         return mean[..., 0], var[..., 0] + torch.exp(mean[..., 1] + 0.5 * var[..., 1])
 
     def predict_log_density(self, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
-        """log ∫ N(y | m_f, v_f + e^g) N(g | m_g, v_g) dg by Gauss–Hermite over g.
-        Shapes: [..., N, 2], y [N] -> [..., N]."""
-        g, w = quadrature.points(mean[..., 1], var[..., 1], self.quadrature_points)
-        dens = gaussian_log_density(y[..., None], mean[..., 0, None], var[..., 0, None] + torch.exp(g))
-        return torch.logsumexp(dens + torch.log(w), dim=-1)
+        """log ∫ N(y | m_f, v_f + e^g) N(g | m_g, v_g) dg by Gauss–Hermite over g centred on
+        the integrand's mode (`_integrand_peak`), not on q(g): for y far out, the integrand
+        peaks where e^g ≈ (y − m_f)², in q(g)'s tail, where q(g)'s own nodes are sparse
+        (0.16 nats off measured; within 1e-5 so). Shapes: [..., N, 2], y [N] -> [..., N]."""
+        mf, mg, vf, vg = mean[..., 0], mean[..., 1], var[..., 0], var[..., 1]
+        centre, spread = _integrand_peak(mf, vf, mg, vg, y)
+        z, w = quadrature.nodes_and_weights(self.quadrature_points, mean)
+        g = centre[..., None] + torch.sqrt(spread)[..., None] * z  # [..., N, n]
+        log_integrand = (gaussian_log_density(g, mg[..., None], vg[..., None])
+                         + gaussian_log_density(y[..., None], mf[..., None],
+                                                vf[..., None] + torch.exp(g)))
+        log_proposal = gaussian_log_density(g, centre[..., None], spread[..., None])
+        return torch.logsumexp(log_integrand - log_proposal + torch.log(w), dim=-1)
 
     def tilted_moments(self, mean: Tensor, var: Tensor, y: Tensor, alpha: float
                        ) -> tuple[Tensor, Tensor, Tensor]:
         """Not defined: Power EP's sites here are functions of one latent value."""
         raise TypeError("Power EP needs a single-latent likelihood (num_latent = 1); "
                         "HeteroscedasticGaussian has two latent functions. Use SVGP.")
+
+
+def _integrand_peak(mf: Tensor, vf: Tensor, mg: Tensor, vg: Tensor, y: Tensor,
+                    steps: int = 50) -> tuple[Tensor, Tensor]:
+    """The mode g* of h(g) = N(g | m_g, v_g) N(y | m_f, v_f + e^g) and a spread s² (−1/h''
+    in log h, at most v_g): the Gaussian the quadrature nodes are placed by. Newton steps on
+    log h with its likelihood part's curvature taken where negative only (ascent from
+    anywhere), at most 5 in g each. Not differentiated: any centre gives the same integral."""
+    with torch.no_grad():
+        r2 = (y - mf) ** 2
+
+        def slopes(g: Tensor) -> tuple[Tensor, Tensor]:
+            a = torch.exp(g)
+            s = vf + a
+            u = r2 / s - 1
+            d1 = a / (2 * s) * u  # d/dg log N(y | m_f, v_f + e^g)
+            d2 = (a / (2 * s) - a * a / (2 * s * s)) * u - a * a * r2 / (2 * s ** 3)
+            return d1 - (g - mg) / vg, d2 - 1 / vg
+
+        g = mg.clone()
+        for _ in range(steps):
+            d1, d2 = slopes(g)
+            step = (-d1 / torch.minimum(d2, -1 / vg)).clamp(-5.0, 5.0)
+            g = g + step
+            if bool((step.abs() < 1e-10 * (1 + g.abs())).all()):
+                break
+        _, d2 = slopes(g)
+        spread = torch.where(d2 < 0, torch.minimum(-1 / d2, vg), vg)
+        return g, spread
