@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -164,17 +165,29 @@ def any_rank(flag: bool, what: str, device: torch.device | str = "cpu") -> bool:
     return bool(t.item() > 0)
 
 
-def broadcast_object(value: object, what: str, src: int = 0) -> object:
-    """Rank `src`'s `value` (picklable; CPU tensors) on every rank; `value` when not
-    distributed."""
+#: Data-based choices on sharded data (inducing inputs, starting values) see at most this
+#: many of all the ranks' rows (all of them when there are fewer: one process's choice).
+POOLED_ROWS = 20_000
+
+
+def pooled_rows(tensors: Sequence[Tensor], cap: int, seed: int, what: str) -> list[Tensor]:
+    """The rows of every rank's `tensors` (row-aligned: [N, ...] each), in rank order, on
+    every rank: all of them when the ranks hold at most `cap` rows together, otherwise a
+    seeded random subset of each rank's rows in proportion to its share (about `cap` in
+    all). Not distributed: the tensors themselves."""
     if not is_distributed():
-        return value
-    box = [value]
-    try:
-        torch.distributed.broadcast_object_list(box, src)
-    except Exception as err:
-        raise _fail(what, err) from err
-    return box[0]
+        return list(tensors)
+    n = tensors[0].shape[0]
+    counts = cast(list[int], all_gather_objects(n, what))
+    total = sum(counts)
+    local = list(tensors)
+    if total > cap:
+        keep = round(cap * n / total)
+        g = torch.Generator().manual_seed(seed + 7919 * torch.distributed.get_rank())
+        idx = torch.randperm(n, generator=g)[:keep].sort().values
+        local = [t[idx.to(t.device)] for t in tensors]
+    parts = cast(list[list[Tensor]], all_gather_objects([t.detach().cpu() for t in local], what))
+    return [torch.cat([part[i] for part in parts]).to(t.device) for i, t in enumerate(tensors)]
 
 
 def check_same_on_all_ranks(value: object, what: str) -> None:

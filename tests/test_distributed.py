@@ -188,21 +188,24 @@ def test_an_interrupt_on_one_rank_stops_every_rank_at_the_same_iteration(tmp_pat
             assert res["after"] == pytest.approx(one.log_marginal_likelihood(), rel=1e-12)
 
 
-def test_ranks_agree_on_shapes_and_take_rank_0s_inducing_inputs(tmp_path):
+def test_ranks_agree_on_shapes_and_start_where_one_process_would(tmp_path):
     """Data of different widths on two ranks: a ValueError on both at once (not the process
-    group's timeout); an int M (or the default) is chosen from rank 0's shard and held by
-    every rank, whatever the other shards' sizes; an M rank 0 cannot supply fails on both."""
+    group's timeout). An int M (or the default) of inducing inputs and the data-based starting
+    values are taken from the rows of both ranks (40 and 3 rows): the model is one process's
+    on all 43 rows; an M that the rows cannot supply fails on both ranks alike."""
     runs = launch("agree", tmp_path / "out", timeout=120)
     for r in runs:
         assert r.returncode == 0, r.stderr[-3000:]
     ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
-    assert ranks[0]["5"] == ranks[1]["5"] and np.shape(ranks[0]["5"]) == (5, 3)
-    assert ranks[0]["None"] == ranks[1]["None"] and np.shape(ranks[0]["None"]) == (40, 3)
     X, y, _, _ = problem()
-    one = sg.SGPR(X[:40], y[:40], inducing_points=5).inducing_points  # rank 0's shard alone
-    np.testing.assert_array_equal(ranks[0]["5"], one)
+    for M in (5, None):
+        one = sg.SGPR(X[:43], y[:43], inducing_points=M, mean="constant")
+        for res in ranks:
+            np.testing.assert_array_equal(res[str(M)]["Z"], one.inducing_points)
+            assert res[str(M)]["loss"] == pytest.approx(one.training_loss().item(), rel=1e-12)
+    assert np.shape(ranks[0]["None"]["Z"]) == (43, 3)
     for res in ranks:
-        assert res["50"].startswith("ValueError") and "chosen on rank 0" in res["50"]
+        assert res["50"].startswith("ValueError") and "N=43" in res["50"]
         assert res["columns"].startswith("ValueError after")
         assert float(res["columns"].split()[2]) < 10  # the group's timeout is 20 s
         assert "rank 0: X [N, 3]" in res["columns"] and "rank 1: X [N, 2]" in res["columns"]

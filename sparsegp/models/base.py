@@ -21,6 +21,8 @@ from __future__ import annotations
 import numbers
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 from typing import Any, overload
@@ -31,11 +33,13 @@ from torch import Tensor
 
 from ..config import PARAMETER_DTYPE
 from ..distributed import (
+    POOLED_ROWS,
     broadcast_,
     check_same_on_all_ranks,
     column_mean_std,
     global_sum,
     is_distributed,
+    pooled_rows,
 )
 from ..features.base import InducingFeature
 from ..kernels.base import Kernel
@@ -167,7 +171,8 @@ class Model(Registered, DtypeModule, ABC):
                     getattr(self, name).copy_(value)
         self.X, self.y = X, y
         try:
-            self._initialise(**arguments)
+            with self._pooled_data():
+                self._initialise(**arguments)
         except ValueError as err:
             if "floor" not in str(err):
                 raise
@@ -178,6 +183,22 @@ class Model(Registered, DtypeModule, ABC):
         self._synchronise()
 
     # -- the construction path ------------------------------------------------------------
+    @contextmanager
+    def _pooled_data(self) -> Iterator[None]:
+        """With data sharded over ranks, X and y are the rows of all ranks (at most
+        `distributed.POOLED_ROWS`) while data-based starting values are taken, so that they
+        are those of all the data — one process's when it has no more rows."""
+        if not (self.shards_data and is_distributed()):
+            yield
+            return
+        X, y = self.X, self.y
+        self.X, self.y = pooled_rows([X, y], POOLED_ROWS, 0, "the rows starting values are "
+                                     "taken from")
+        try:
+            yield
+        finally:
+            self.X, self.y = X, y
+
     def _moments(self, T: Tensor) -> tuple[Tensor, Tensor]:
         return column_mean_std(T) if self.shards_data else local_mean_std(T)
 

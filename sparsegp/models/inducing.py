@@ -4,10 +4,9 @@ argument, the feature it becomes, and the views of it in the units of X."""
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from .. import covariances as cov
@@ -87,25 +86,16 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
 
 def resolve_shared_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Tensor,
                            x_scale: Tensor, method: str, seed: int) -> InducingFeature:
-    """`resolve_feature` for data sharded over torch.distributed ranks: chosen on rank 0 from
-    its shard (an int M, or the default) and sent to every rank, so that all hold the same M
-    and the same inputs, and a choice rank 0 cannot make (M above its distinct rows) is the
-    same ValueError on every rank rather than one rank's error and the others' timeout."""
-    if not distributed.is_distributed():
-        return resolve_feature(inducing_points, kernel, X, x_shift, x_scale, method, seed)
-    chosen: InducingFeature | Exception | None = None
-    if torch.distributed.get_rank() == 0:
-        try:
-            chosen = resolve_feature(inducing_points, kernel, X, x_shift, x_scale, method,
-                                     seed).cpu()
-        except (ValueError, TypeError) as err:
-            chosen = err
-    chosen = cast("InducingFeature | Exception", distributed.broadcast_object(
-        chosen, "the inducing inputs"))
-    if isinstance(chosen, Exception):
-        raise type(chosen)(f"{chosen} (the inducing inputs are chosen on rank 0, from its "
-                           "shard of the data)") from None
-    return chosen.to(X.device)
+    """`resolve_feature` for data sharded over torch.distributed ranks: an int M (or the
+    default) is chosen from the rows of all ranks (`distributed.POOLED_ROWS` of them at most, in rank
+    order: `distributed.pooled_rows`), the same on every rank — one process's choice when
+    the data have no more rows than that — and a choice that cannot be made (M above the
+    rows) is the same ValueError on every rank."""
+    if distributed.is_distributed() and isinstance(inducing_points, (numbers.Integral,
+                                                                      type(None))):
+        (X,) = distributed.pooled_rows([X], distributed.POOLED_ROWS, seed, "the rows the inducing inputs "
+                                       "are chosen from")
+    return resolve_feature(inducing_points, kernel, X, x_shift, x_scale, method, seed)
 
 
 def default_feature(kernel: Kernel, X: Tensor, M: int, method: str, seed: int,
