@@ -2,7 +2,8 @@
 
 `diagnose(model)` reports the objective, the VFE lower and Titsias upper bounds and plain-
 language warnings (Bauer, van der Wilk & Rasmussen 2016); `inducing_gain` gives the change of
-each objective term from adding one inducing point anywhere. Greedy growth of M until the
+each objective term from adding one inducing point anywhere; `diagnose_latent` reports on
+models with a non-Gaussian likelihood (SGPC, SVGP), where no upper bound exists. Greedy growth of M until the
 bounds meet is `sparsegp.select_inducing` (a workflow above the models).
 
 Shapes: `diagnose(model)` of a GPR/SGPR on X [N, D], y [N] -> a `Diagnostics` report (floats);
@@ -22,10 +23,12 @@ Example:
 """
 
 from .inducing_gain import InducingGain, ObjectiveTerms, inducing_gain, objective_terms
+from .latent import LatentDiagnostics, LatentView, diagnose_latent
 from .report import ApproximationWarning, Diagnostics, diagnose, warn_if_unhealthy
 from .view import RegressionView
 
 __all__ = [
     "Diagnostics", "diagnose", "warn_if_unhealthy", "ApproximationWarning", "InducingGain",
-    "ObjectiveTerms", "inducing_gain", "objective_terms", "RegressionView",
+    "ObjectiveTerms", "inducing_gain", "objective_terms", "RegressionView", "LatentDiagnostics",
+    "LatentView", "diagnose_latent",
 ]

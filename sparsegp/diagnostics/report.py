@@ -15,7 +15,7 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -352,10 +352,22 @@ def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
     return ell
 
 
-def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: float,
-                    far_lengthscales: float) -> None:
-    assert view.problem is not None  # diagnose checks the inducing variables of sparse models
-    feature, X, kernel = view.problem.feature, view.X, view.kernel
+class Placement(NamedTuple):
+    """Where the inducing variables sit: `merged_pairs` (index pairs closer than the merge
+    threshold), `effective` (groups of merged ones counted once), `far` (indices farther than
+    the threshold from every data point), and the `unit` the thresholds were measured in."""
+
+    merged_pairs: list[tuple[int, int]]
+    effective: int
+    far: list[int]
+    unit: str
+
+
+def inducing_placement(feature: Any, kernel: Kernel, X: Tensor, merge_fraction: float,
+                       far_lengthscales: float) -> Placement:
+    """Merged and far inducing variables (`diagnose`'s last two checks): scaled distances
+    for inducing points under a radial kernel (shortest lengthscale), correlations otherwise.
+    Shapes: X [N, D] (internal units, as the feature's)."""
     ell = shortest_lengthscale(kernel) if isinstance(feature, InducingPoints) else None
     M = feature.num_inducing
     rows = max(1, 2**20 // M)
@@ -390,22 +402,40 @@ def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: floa
 
     for i, j in pairs:
         parent[root(i)] = root(j)
-    rep.merged_pairs = pairs
-    rep.effective_num_inducing = len({root(i) for i in range(M)})
-    rep.far_inducing = torch.nonzero(far).flatten().tolist()
+    return Placement(pairs, len({root(i) for i in range(M)}),
+                     torch.nonzero(far).flatten().tolist(), unit)
+
+
+def placement_warnings(placement: Placement, M: int, merge_fraction: float,
+                       far_lengthscales: float, why: str) -> list[str]:
+    """The warnings of a `Placement` (`why`: what makes this approximation merge them)."""
+    out = []
+    pairs, far = placement.merged_pairs, placement.far
     if pairs:
-        why = ("VFE stacks spare inducing inputs on top of each other when fewer suffice"
-               if view.problem.fam.mode == "vfe" else
-               "FITC and Power EP clump inducing inputs like this, Bauer et al. 2016")
-        rep.warnings.append(
+        out.append(
             f"{len(pairs)} {'pairs' if len(pairs) > 1 else 'pair'} of inducing variables "
             f"{'are' if len(pairs) > 1 else 'is'} closer than {merge_fraction:g} "
-            f"{unit}: they have merged, so effectively M = {rep.effective_num_inducing} of "
+            f"{placement.unit}: they have merged, so effectively M = {placement.effective} of "
             f"{M} ({why})")
-    if rep.far_inducing:
-        rep.warnings.append(
-            f"{len(rep.far_inducing)} inducing "
-            f"{'variables are' if len(rep.far_inducing) > 1 else 'variable is'} farther than "
-            f"{far_lengthscales:g} "
-            f"{unit} from every data point (rows {rep.far_inducing[:10]}"
-            f"{'…' if len(rep.far_inducing) > 10 else ''}): they explain no data")
+    if far:
+        out.append(
+            f"{len(far)} inducing {'variables are' if len(far) > 1 else 'variable is'} "
+            f"farther than {far_lengthscales:g} {placement.unit} from every data point (rows "
+            f"{far[:10]}{'…' if len(far) > 10 else ''}): they explain no data")
+    return out
+
+
+def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: float,
+                    far_lengthscales: float) -> None:
+    assert view.problem is not None  # diagnose checks the inducing variables of sparse models
+    feature = view.problem.feature
+    placement = inducing_placement(feature, view.kernel, view.X, merge_fraction,
+                                   far_lengthscales)
+    rep.merged_pairs = placement.merged_pairs
+    rep.effective_num_inducing = placement.effective
+    rep.far_inducing = placement.far
+    why = ("VFE stacks spare inducing inputs on top of each other when fewer suffice"
+           if view.problem.fam.mode == "vfe" else
+           "FITC and Power EP clump inducing inputs like this, Bauer et al. 2016")
+    rep.warnings += placement_warnings(placement, feature.num_inducing, merge_fraction,
+                                       far_lengthscales, why)

@@ -13,6 +13,7 @@ from torch import Tensor
 from .. import covariances as cov
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
+from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli
 from ..likelihoods.base import Likelihood
@@ -153,6 +154,20 @@ class SGPC(InducingMixin, Model):
         self._require_data()
         with torch.no_grad():
             return float(self._objective())
+
+    def diagnostics(self, **kwargs: Any) -> LatentDiagnostics:
+        """The Power-EP energy and where the inducing variables sit (merged pairs, far from
+        every data point); see `sparsegp.diagnostics.diagnose_latent` (`kwargs`: its
+        thresholds). No upper bound on log p(y) exists here, so there is no sandwich."""
+        self._require_data()
+        view = LatentView(type(self).__name__, f"Power EP, α = {self._alpha:g}",
+                          self.log_marginal_likelihood(),
+                          "Power-EP energy, an approximation to log p(y)", self.feature,
+                          self.kernel, self.X,
+                          "Power EP with α near 1 (EP) clumps inducing inputs as FITC does, "
+                          "Bauer et al. 2016" if self._alpha > 0.5 else
+                          "spare inducing inputs stack up when fewer suffice")
+        return diagnose_latent(view, **kwargs)
 
     def _site_q(self, totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
                 ) -> tuple[Tensor, float, Any]:

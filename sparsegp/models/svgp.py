@@ -14,6 +14,7 @@ from .. import covariances as cov
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
+from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
@@ -324,12 +325,23 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                                   "train longer; one natural-gradient step of size 1 on all "
                                   "the data reaches it: model.natural_gradient_step(1.0)"))
 
-    def diagnostics(self, **kwargs: Any) -> Diagnostics:
-        """Is the approximation good? The ELBO against the VFE bound (its maximum over q(u))
-        and the upper bound, with the noise and inducing-input checks of
-        `sparsegp.diagnostics.diagnose` (`kwargs`: its thresholds). Gaussian likelihood, one
-        output."""
-        return diagnose(self, **kwargs)
+    def diagnostics(self, **kwargs: Any) -> Diagnostics | LatentDiagnostics:
+        """Is the approximation good? With a Gaussian likelihood and one output: the ELBO
+        against the VFE bound (its maximum over q(u)) and the upper bound, with the noise and
+        inducing-input checks of `sparsegp.diagnostics.diagnose` (`kwargs`: its thresholds).
+        Otherwise (no upper bound exists): the ELBO and the inducing-input checks
+        (`sparsegp.diagnostics.diagnose_latent`)."""
+        if (isinstance(self.likelihood, Gaussian) and self.num_outputs == 1
+                and self.mixing_matrix is None):
+            return diagnose(self, **kwargs)
+        self._require_data()
+        with torch.no_grad():
+            elbo = float(self.elbo())
+        view = LatentView(type(self).__name__, f"ELBO, {type(self.likelihood).__name__}",
+                          elbo, "ELBO, a lower bound on log p(y)", self.feature, self.kernel,
+                          self.X, "a variational fit stacks spare inducing inputs on top of "
+                          "each other when fewer suffice")
+        return diagnose_latent(view, **kwargs)
 
     # -- training -------------------------------------------------------------------------
     def natural_gradient_step(self, gamma: float = 1.0, X: Tensor | None = None,
