@@ -110,13 +110,16 @@ def _fail(what: str, err: Exception) -> DistributedError:
     )
 
 
-def all_reduce_(tensors: Sequence[Tensor], what: str) -> None:
-    """Sum the tensors over all ranks, in place, with one collective call."""
+def all_reduce_(tensors: Sequence[Tensor], what: str, op: str = "sum") -> None:
+    """Sum the tensors over all ranks (`op` "min" or "max": their elementwise minimum or
+    maximum), in place, with one collective call."""
     if not is_distributed() or not tensors:
         return
     flat = torch.cat([t.reshape(-1) for t in tensors])
+    reduce_op = {"sum": torch.distributed.ReduceOp.SUM, "min": torch.distributed.ReduceOp.MIN,
+                 "max": torch.distributed.ReduceOp.MAX}[op]
     try:
-        torch.distributed.all_reduce(flat)
+        torch.distributed.all_reduce(flat, op=reduce_op)
     except Exception as err:  # gloo/NCCL raise RuntimeError subclasses of several kinds
         raise _fail(what, err) from err
     offset = 0

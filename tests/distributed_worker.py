@@ -76,6 +76,20 @@ def evaluate_spectral(model, Xtest):
             "mean": mean.tolist(), "var": var.tolist()}
 
 
+def diagnosed_inducing(Z):
+    """Z with one inducing point on top of another and one far from all the data."""
+    return np.r_[Z, Z[:1] + 1e-5, [[30.0, 30.0, 30.0]]]
+
+
+def report_numbers(rep):
+    return {"objective": rep.objective, "lower": rep.lower_bound, "upper": rep.upper_bound,
+            "exact": rep.exact, "noise_ratio": rep.noise_ratio, "num_data": rep.num_data,
+            "noise": rep.noise_variance,
+            "merged": [list(p) for p in rep.merged_pairs], "far": rep.far_inducing,
+            "effective": rep.effective_num_inducing, "tight": rep.tight_upper_bound,
+            "warnings": rep.warnings}
+
+
 def evaluate(model, Xtest):
     loss = model.training_loss()
     grads = torch.autograd.grad(loss, list(model.parameters()))
@@ -152,6 +166,22 @@ def main() -> int:
                             "params": [p.detach().reshape(-1).tolist()
                                        for p in model.parameters()],
                             "after": model.log_marginal_likelihood()}
+        with open(f"{out}.{rank}.json", "w") as f:
+            json.dump(results, f)
+        torch.distributed.destroy_process_group()
+        return 0
+    if mode == "diagnose":  # the report of sharded data: all ranks' rows
+        results = {}
+        for approx, alpha in (("vfe", None), ("fitc", None)):
+            rep = build(Xr, yr, diagnosed_inducing(Z), approx, alpha).diagnostics()
+            results[approx] = report_numbers(rep)
+        rep = build(Xr, yr, diagnosed_inducing(Z), "vfe", None, **row_terms(Xr)).diagnostics()
+        results["rows"] = report_numbers(rep)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            build(Xr, yr, Z[:2], "vfe", None).fit(maxiter=3)
+        results["fit warnings"] = [str(w.message) for w in caught
+                                   if issubclass(w.category, sg.ApproximationWarning)]
         with open(f"{out}.{rank}.json", "w") as f:
             json.dump(results, f)
         torch.distributed.destroy_process_group()

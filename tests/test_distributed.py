@@ -21,9 +21,11 @@ from .distributed_worker import (
     MEMBERS,
     block_labels,
     build,
+    diagnosed_inducing,
     evaluate,
     evaluate_spectral,
     problem,
+    report_numbers,
     row_terms,
     spectral_models,
     svgp_model,
@@ -186,6 +188,31 @@ def test_an_interrupt_on_one_rank_stops_every_rank_at_the_same_iteration(tmp_pat
                 p.copy_(torch.tensor(values, dtype=p.dtype).view_as(p))
         for res in (a, b):
             assert res["after"] == pytest.approx(one.log_marginal_likelihood(), rel=1e-12)
+
+
+def test_diagnostics_of_sharded_data_are_those_of_all_the_data(tmp_path):
+    """On two shards, the report's bounds, exact evidence, noise ratio and inducing checks
+    equal one process's on all the data; the tighter upper bound (extra inputs drawn from all
+    ranks' rows) is a valid bound; a sharded fit is checked on every rank alike."""
+    runs = launch("diagnose", tmp_path / "out", timeout=240)
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
+    X, y, Z, _ = problem()
+    for approx, alpha, terms in (("vfe", None, {}), ("fitc", None, {}),
+                                 ("rows", None, row_terms(X))):  # a mean, group noise
+        ref = report_numbers(build(X, y, diagnosed_inducing(Z), "fitc" if approx == "fitc"
+                                   else "vfe", alpha, **terms).diagnostics())
+        for res in ranks:
+            got = res[approx]
+            for key in ("objective", "lower", "upper", "exact", "noise_ratio", "noise"):
+                assert got[key] == pytest.approx(ref[key], rel=1e-10), key
+            for key in ("num_data", "merged", "far", "effective"):
+                assert got[key] == ref[key], key
+            assert got["tight"] >= got["exact"] - 1e-8 and got["far"] == [10]
+        assert ranks[0][approx]["warnings"] == ranks[1][approx]["warnings"]
+    warned = ranks[0]["fit warnings"]
+    assert warned == ranks[1]["fit warnings"] and any("not certified" in w for w in warned)
 
 
 def test_ranks_agree_on_shapes_and_start_where_one_process_would(tmp_path):

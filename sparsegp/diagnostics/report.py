@@ -22,6 +22,7 @@ from torch import Tensor
 
 from .. import covariances as cov
 from ..chunking import chunk_slices
+from ..distributed import all_reduce_, column_mean_std, global_sum, is_distributed, pooled_rows
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel, Stationary
@@ -191,6 +192,10 @@ def diagnose(
       equivalent) from every data point.
     The last three are skipped for block Power EP with one block of all the data and α = 1,
     which is the exact GP whatever the inducing variables.
+    With data sharded over torch.distributed ranks (every rank calls this) the bounds,
+    the exact evidence (every rank's rows gathered, N ≤ `exact_max_data`), var(y) and the
+    distances to the data are those of all ranks' rows; the tighter bound's extra inputs are
+    drawn from all ranks' rows.
     For a GPR the bounds equal the exact evidence; only the noise is checked. Everything is
     evaluated in float64 whatever the model's `compute_dtype` (float32's ~1e-3 relative
     error would turn the checks' comparisons into noise).
@@ -207,13 +212,20 @@ def diagnose(
     view = view_of(model)
     if view.problem is not None and view.problem.compute_dtype is not None:
         view = replace(view, problem=view.problem._replace(compute_dtype=None))  # float64
-    if view.sharded:
-        raise RuntimeError("diagnose() needs all the data in one process; it does not support "
-                           "data sharded over torch.distributed ranks")
+    sharded = view.sharded and is_distributed()  # every rank runs this, collectives alike
+    if sharded:
+        view = replace(view, total_rows=int(global_sum(view.X.shape[0], view.X)))
     p, offset, noise = view.problem, view.offset, view.noise.detach()
     with torch.no_grad():
-        y_var = float(view.y.var()) if view.num_data > 1 else 0.0
-        noise_ratio = float(noise.mean()) / y_var if y_var > 0 else float("inf")
+        if sharded:
+            y_var = float(column_mean_std(view.y[:, None])[1][0]) ** 2
+        else:
+            y_var = float(view.y.var()) if view.num_data > 1 else 0.0
+        noise_mean = float(noise.mean())
+        if sharded and noise.dim() == 1:  # σ²_n of this rank's rows: the mean over all ranks'
+            local, noise_mean = noise_mean, global_sum(float(noise.sum()), noise) / view.num_data
+            view = replace(view, noise_variance=view.noise_variance * noise_mean / local)
+        noise_ratio = noise_mean / y_var if y_var > 0 else float("inf")
         if p is not None:
             # one pass over the data gives both bounds at the model's inducing variables
             vp = p._replace(fam=VFE, blocks=None)
@@ -228,8 +240,9 @@ def diagnose(
             tight, tight_m = _tight_upper_bound(view, extra_inducing)
             exact = None
             if view.num_data <= exact_max_data:
-                exact = float(exact_log_marginal_likelihood(view.kernel.K(view.X), view.y,
-                                                            noise)) + offset
+                X, y, noise_rows = _all_rows(view, noise, sharded)
+                exact = float(exact_log_marginal_likelihood(view.kernel.K(X), y,
+                                                            noise_rows)) + offset
         else:
             lower = upper = exact = objective = float(exact_log_marginal_likelihood(
                 view.kernel.K(view.X), view.y, noise, view.jitter)) + offset
@@ -289,21 +302,39 @@ def _exact_member(p: Any) -> bool:
     return b is not None and b.num_blocks == 1 and bool((b.alpha == 1).all())
 
 
+def _all_rows(view: RegressionView, noise: Tensor, sharded: bool
+              ) -> tuple[Tensor, Tensor, Tensor]:
+    """X, y and the noise (σ² or σ²_n) of all the data: with sharded data, every rank's rows
+    gathered (the caller has checked there are few)."""
+    if not sharded:
+        return view.X, view.y, noise
+    if noise.dim() == 0:
+        X, y = pooled_rows([view.X, view.y], view.num_data, 0, "the rows of the exact GP")
+        return X, y, noise
+    X, y, noise = pooled_rows([view.X, view.y, noise], view.num_data, 0,
+                              "the rows of the exact GP")
+    return X, y, noise
+
+
 def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, int]:
     """The Titsias (2014) bound with the model's inducing variables plus `extra` random data
     inputs (or with data inputs alone, M + extra of them, for a feature that cannot be
-    extended by points)."""
+    extended by points); with sharded data, drawn from the rows of all ranks."""
     p = view.problem
     assert p is not None  # diagnose asks for it for sparse models only
     N, M = view.num_data, p.feature.num_inducing
     extra = min(N, max(2 * M, 200)) if extra is None else min(N, int(extra))
+    rows = view.X
+    if view.total_rows is not None:  # sharded: a sample of every rank's rows, alike on all
+        (rows,) = pooled_rows([view.X], M + extra, 0, "the inputs of the tighter bound")
+    N = rows.shape[0]
     g = torch.Generator().manual_seed(0)
-    idx = torch.randperm(N, generator=g)[:extra].to(view.X.device)
+    idx = torch.randperm(N, generator=g)[:min(N, extra)].to(rows.device)
     try:
-        feature = p.feature.extended(view.X[idx]) if extra > 0 else p.feature
+        feature = p.feature.extended(rows[idx]) if extra > 0 else p.feature
     except TypeError:
-        idx = torch.randperm(N, generator=g)[:min(N, M + extra)].to(view.X.device)
-        feature = InducingPoints(view.X[idx])
+        idx = torch.randperm(N, generator=g)[:min(N, M + extra)].to(rows.device)
+        feature = InducingPoints(rows[idx])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
         U = titsias_upper_bound(p._replace(feature=feature))
@@ -364,10 +395,11 @@ class Placement(NamedTuple):
 
 
 def inducing_placement(feature: Any, kernel: Kernel, X: Tensor, merge_fraction: float,
-                       far_lengthscales: float) -> Placement:
+                       far_lengthscales: float, over_ranks: bool = False) -> Placement:
     """Merged and far inducing variables (`diagnose`'s last two checks): scaled distances
     for inducing points under a radial kernel (shortest lengthscale), correlations otherwise.
-    Shapes: X [N, D] (internal units, as the feature's)."""
+    Shapes: X [N, D] (internal units, as the feature's); `over_ranks`: X is this rank's shard
+    of data sharded over processes (distances to every rank's rows)."""
     ell = shortest_lengthscale(kernel) if isinstance(feature, InducingPoints) else None
     M = feature.num_inducing
     rows = max(1, 2**20 // M)
@@ -378,6 +410,8 @@ def inducing_placement(feature: Any, kernel: Kernel, X: Tensor, merge_fraction: 
             nearest = torch.full((M,), float("inf"), dtype=Z.dtype, device=Z.device)
             for s in chunk_slices(X.shape[0], rows):
                 nearest = torch.minimum(nearest, torch.cdist(Z, X[s] / ell).min(1).values)
+            if over_ranks:
+                all_reduce_([nearest], "distances to the data", op="min")
             far = nearest > far_lengthscales
             unit = "lengthscales"
         else:  # correlations of the inducing variables, with those of an SE kernel at that distance
@@ -389,6 +423,8 @@ def inducing_placement(feature: Any, kernel: Kernel, X: Tensor, merge_fraction: 
                 kd = torch.sqrt(kernel.K_diag(X[s]).clamp_min(1e-300))
                 corr = cov.Kuf(feature, kernel, X[s]).abs() / (sd[:, None] * kd[None, :])
                 best = torch.maximum(best, corr.max(1).values)
+            if over_ranks:
+                all_reduce_([best], "correlations with the data", op="max")
             far = best < math.exp(-0.5 * far_lengthscales**2)
             unit = "lengthscale-equivalents (by correlation)"
     pairs = [(i, j) for i, j in torch.nonzero(torch.triu(close, 1)).tolist()]
@@ -430,7 +466,7 @@ def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: floa
     assert view.problem is not None  # diagnose checks the inducing variables of sparse models
     feature = view.problem.feature
     placement = inducing_placement(feature, view.kernel, view.X, merge_fraction,
-                                   far_lengthscales)
+                                   far_lengthscales, view.total_rows is not None)
     rep.merged_pairs = placement.merged_pairs
     rep.effective_num_inducing = placement.effective
     rep.far_inducing = placement.far

@@ -41,6 +41,7 @@ class RegressionView:
     objective: float | None = None
     approximation: str | None = None
     objective_remedy: str = ""
+    total_rows: int | None = None  # sharded: the rows of all ranks (X holds this rank's)
 
     @property
     def approximation_name(self) -> str:
@@ -51,7 +52,7 @@ class RegressionView:
 
     @property
     def num_data(self) -> int:
-        return self.X.shape[0]
+        return self.X.shape[0] if self.total_rows is None else self.total_rows
 
     @property
     def label(self) -> str:

@@ -197,12 +197,11 @@ class GPModel(Model):
         Always returns the fitted model's `FitResult` (Ctrl-C stops training at the last
         accepted parameters). With `diagnose` (default) the fitted model is checked by
         `diagnostics()` and one `sparsegp.ApproximationWarning` lists whatever tripped; a check
-        that cannot be computed is reported the same way, never raised (not for data sharded
-        over torch.distributed ranks, which `diagnostics()` does not support).
+        that cannot be computed is reported the same way, never raised. With data sharded
+        over torch.distributed ranks the checks see all the data (every rank runs them).
         """
         result = super().fit(maxiter=maxiter, tol=tol, progress=progress, callback=callback)
-        if (diagnose and not result.interrupted and self.num_outputs == 1
-                and not (self.shards_data and is_distributed())):
+        if diagnose and not result.interrupted and self.num_outputs == 1:
             warn_if_unhealthy(self, stacklevel=3)
         return result
 
