@@ -17,7 +17,7 @@ from torch import Tensor
 from .. import covariances as cov
 from ..kernels.base import Kernel
 from ..validation import positive_float
-from .report import inducing_placement, placement_warnings
+from .report import Checked, inducing_placement, placement_warnings
 
 
 class LatentView(NamedTuple):
@@ -36,7 +36,7 @@ class LatentView(NamedTuple):
 
 
 @dataclass
-class LatentDiagnostics:
+class LatentDiagnostics(Checked):
     """What `diagnose_latent` found: the objective (units of log p(y)) and the inducing
     variables' placement; `merged_pairs` and `far_inducing` index the M inducing variables
     (all outputs' in order, for one feature per output). `str(rep)` is a table."""
@@ -51,11 +51,6 @@ class LatentDiagnostics:
     merged_pairs: list[tuple[int, int]] = field(default_factory=list)
     far_inducing: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when no check tripped."""
-        return not self.warnings
 
     def __str__(self) -> str:
         rows = [(f"objective ({self.objective_name})", f"{self.objective:.4f}"),

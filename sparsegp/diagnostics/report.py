@@ -67,8 +67,19 @@ class ApproximationWarning(UserWarning):
     """
 
 
+class Checked:
+    """A report whose `warnings` list what tripped: `ok` when none did."""
+
+    warnings: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when no check tripped."""
+        return not self.warnings
+
+
 @dataclass
-class Diagnostics:
+class Diagnostics(Checked):
     """What `diagnose` found. Objectives are in the units of y (as `log_marginal_likelihood`).
 
     `exact` is log p(y) at the current hyperparameters when it was computed (always for GPR,
@@ -112,11 +123,6 @@ class Diagnostics:
     merged_pairs: list[tuple[int, int]] = field(default_factory=list)
     far_inducing: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when no check tripped."""
-        return not self.warnings
 
     @property
     def best_upper_bound(self) -> float:
@@ -308,12 +314,10 @@ def _all_rows(view: RegressionView, noise: Tensor, sharded: bool
     gathered (the caller has checked there are few)."""
     if not sharded:
         return view.X, view.y, noise
-    if noise.dim() == 0:
-        X, y = pooled_rows([view.X, view.y], view.num_data, 0, "the rows of the exact GP")
-        return X, y, noise
-    X, y, noise = pooled_rows([view.X, view.y, noise], view.num_data, 0,
+    per_row = [noise] if noise.dim() == 1 else []
+    X, y, *rest = pooled_rows([view.X, view.y, *per_row], view.num_data, 0,
                               "the rows of the exact GP")
-    return X, y, noise
+    return X, y, rest[0] if rest else noise
 
 
 def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, int]:

@@ -87,14 +87,14 @@ def resolve_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Te
 def resolve_shared_feature(inducing_points: Any, kernel: Kernel, X: Tensor, x_shift: Tensor,
                            x_scale: Tensor, method: str, seed: int) -> InducingFeature:
     """`resolve_feature` for data sharded over torch.distributed ranks: an int M (or the
-    default) is chosen from the rows of all ranks (`distributed.POOLED_ROWS` of them at most, in rank
-    order: `distributed.pooled_rows`), the same on every rank — one process's choice when
-    the data have no more rows than that — and a choice that cannot be made (M above the
-    rows) is the same ValueError on every rank."""
-    if distributed.is_distributed() and isinstance(inducing_points, (numbers.Integral,
-                                                                      type(None))):
-        (X,) = distributed.pooled_rows([X], distributed.POOLED_ROWS, seed, "the rows the inducing inputs "
-                                       "are chosen from")
+    default) is chosen from the rows of all ranks (at most `distributed.POOLED_ROWS`, in
+    rank order: `distributed.pooled_rows`), the same on every rank — one process's choice
+    when the data have no more rows than that — and a choice that cannot be made (M above
+    the rows) is the same ValueError on every rank."""
+    if distributed.is_distributed() and isinstance(inducing_points,
+                                                   (numbers.Integral, type(None))):
+        (X,) = distributed.pooled_rows([X], distributed.POOLED_ROWS, seed,
+                                       "the rows the inducing inputs are chosen from")
     return resolve_feature(inducing_points, kernel, X, x_shift, x_scale, method, seed)
 
 

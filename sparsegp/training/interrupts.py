@@ -23,8 +23,9 @@ from ..distributed import any_rank
 
 
 class Interrupts:
-    """The flag the deferred Ctrl-C sets, and `check(stop)`: raise KeyboardInterrupt on every
-    rank when some rank was interrupted (`stop`: this rank's callback was)."""
+    """The flag the deferred Ctrl-C sets (`pressed`), and `call`, run at each agreed point:
+    the user's callback, then KeyboardInterrupt on every rank when some rank was
+    interrupted."""
 
     def __init__(self, lockstep: bool, device: torch.device) -> None:
         self.lockstep, self.device, self.pressed = lockstep, device, False
