@@ -709,3 +709,10 @@ def test_fit_options_and_messages_name_what_the_user_wrote():
 
     with pytest.warns(RuntimeWarning, match=r"^SVGP\.fit interrupted"):  # "_CollapsedBound.fit"
         sg.SVGP(X, y, inducing_points=5).fit(maxiter=20, callback=interrupt, diagnose=False)
+
+
+def test_a_kissgp_grid_too_coarse_for_the_lengthscale_warns():
+    X, y = make_problem(1, N=100, D=1)
+    kernel = sg.kernels.SquaredExponential(lengthscale=0.1)
+    with pytest.warns(sg.ApproximationWarning, match="grid_size ≥"):
+        sg.KISSGP(X, y, kernel=kernel, grid_size=10)
