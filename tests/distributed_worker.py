@@ -140,7 +140,10 @@ def main() -> int:
         torch.distributed.destroy_process_group()
         return 0
     if mode == "spectral":  # RFF and SSGP on shards; the non-sharded models on all the data
-        results = {name: evaluate_spectral(m, Xtest) for name, m in spectral_models(Xr, yr).items()}
+        models = spectral_models(Xr, yr)
+        results = {name: evaluate_spectral(m, Xtest) for name, m in models.items()}
+        rep = models["RFF"].diagnostics()
+        results["diagnostics"] = [rep.objective, rep.exact, rep.noise_variance, rep.num_data]
         model = sg.RFF(Xr, yr, num_features=8, standardize_y=True)
         fit = model.fit(maxiter=15)
         results["fit"] = {"params": [p.detach().reshape(-1).tolist() for p in model.parameters()],

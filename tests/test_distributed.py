@@ -154,7 +154,13 @@ def test_spectral_models_shard_and_unsharded_models_ignore_the_process_group(tmp
         assert r.returncode == 0, r.stderr[-3000:]
     ranks = [json.loads(Path(f"{tmp_path / 'out'}.{i}.json").read_text()) for i in range(2)]
     X, y, _, Xtest = problem()
-    for name, model in spectral_models(X, y).items():
+    models = spectral_models(X, y)
+    rep = models["RFF"].diagnostics()  # the exact GP's evidence: every rank's rows gathered
+    for res in ranks:
+        np.testing.assert_allclose(res["diagnostics"], [rep.objective, rep.exact,
+                                                        rep.noise_variance, rep.num_data],
+                                   rtol=1e-10)
+    for name, model in models.items():
         ref = evaluate_spectral(model, Xtest)
         for res in ranks:
             assert res[name]["loss"] == pytest.approx(ref["loss"], rel=1e-12)

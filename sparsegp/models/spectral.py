@@ -21,7 +21,7 @@ from torch import Tensor
 
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import PARAMETER_DTYPE
-from ..distributed import is_distributed
+from ..distributed import global_sum, is_distributed, pooled_rows
 from ..kernels.base import Kernel
 from ..kernels.spectral import feature_map, spectral_samples
 from ..objectives.collapsed import family_objective, q_from_statistics, residual, solve
@@ -192,7 +192,7 @@ class RFF(GPModel):
         With `diagnose`, a warning if `diagnostics()` finds something."""
         result = super(GPModel, self).fit(maxiter=maxiter, tol=tol, progress=progress,
                                           callback=callback)
-        if diagnose and not result.interrupted and not is_distributed():
+        if diagnose and not result.interrupted:
             rep = self.diagnostics()
             serious = [w for w in rep.warnings if not w.startswith(_NOT_A_BOUND[:20])]
             if serious:
@@ -204,19 +204,30 @@ class RFF(GPModel):
 
     def diagnostics(self, **kwargs: Any) -> SpectralDiagnostics:  # type: ignore[override]
         """The evidence, the exact GP's at the same hyperparameters (RFF, N ≤ 2000), and
-        warnings: this evidence is not a bound on the GP's; more basis functions than data."""
+        warnings: this evidence is not a bound on the GP's; more basis functions than data.
+        With data sharded over torch.distributed ranks, of all ranks' rows (every rank calls
+        it). It takes no thresholds (`kwargs` are refused)."""
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}.diagnostics() takes no options; got "
+                            f"{', '.join(sorted(kwargs))}")
         self._require_data()
-        if is_distributed():
-            raise RuntimeError(f"{type(self).__name__}.diagnostics() does not support data "
-                               "sharded over torch.distributed ranks")
         offset = self._objective_offset()
         with torch.no_grad():
             objective = float(self._objective()) + offset
+            noise_rows = self.noise_rows().detach()
+            X, residual = self.X, self.y - self.mean(self.X)
+            if is_distributed() and noise_rows.dim() == 1:
+                noise_mean = global_sum(float(noise_rows.sum()), X) / self.num_data
+            else:
+                noise_mean = float(noise_rows.mean())
             exact = None  # SSGP's frequencies no longer belong to the kernel: no comparison
             if self.num_data <= EXACT_MAX_DATA and not self.free_frequencies:
+                per_row = [noise_rows] if noise_rows.dim() == 1 else []
+                X, residual, *rest = pooled_rows([X, residual, *per_row], self.num_data, 0,
+                                                 "the rows of the exact GP")
                 exact = float(exact_log_marginal_likelihood(
-                    self.kernel.K(self.X), self.y - self.mean(self.X), self.noise_rows())) + offset
-        noise = float(self.noise_rows().detach().mean()) * float(self.y_scale) ** 2
+                    self.kernel.K(X), residual, rest[0] if rest else noise_rows)) + offset
+        noise = noise_mean * float(self.y_scale) ** 2
         rep = SpectralDiagnostics(type(self).__name__, self.num_data, self.num_features,
                                   objective, exact, noise, [_NOT_A_BOUND])
         if exact is not None and objective > exact + 1e-6 * (1 + abs(exact)):

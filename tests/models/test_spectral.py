@@ -131,6 +131,8 @@ def test_diagnostics_say_it_is_not_a_bound_and_warn_when_features_outnumber_data
     rff = sg.RFF(X, y, num_features=5, noise_variance=0.05)
     rep = rff.diagnostics()
     assert rep.exact is not None and "exact GP" in str(rep)
+    with pytest.raises(TypeError, match="takes no options; got gap_per_point"):
+        rff.diagnostics(gap_per_point=0.1)  # not ignored in silence
     path = tmp_path / "rff.pt"
     rff.save(path)
     back = sg.load(path)
