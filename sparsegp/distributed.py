@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from collections.abc import Sequence
 from typing import cast
 
@@ -193,6 +194,16 @@ def pooled_rows(tensors: Sequence[Tensor], cap: int, seed: int, what: str) -> li
     return [torch.cat([part[i] for part in parts]).to(t.device) for i, t in enumerate(tensors)]
 
 
+def gathered_rows(X: Tensor, y: Tensor, noise: Tensor, what: str
+                  ) -> tuple[Tensor, Tensor, Tensor]:
+    """Every rank's rows of X, y and of the noise σ²_n [N] (a scalar σ² as it is), on every
+    rank: all of the sharded data, for what needs them in one place (the exact GP of few
+    rows). Not distributed: the tensors themselves."""
+    per_row = [noise] if noise.dim() == 1 else []
+    X, y, *rest = pooled_rows([X, y, *per_row], sys.maxsize, 0, what)
+    return X, y, rest[0] if rest else noise
+
+
 def check_same_on_all_ranks(value: object, what: str) -> None:
     """A ValueError on every rank, at once, when ranks' `value` (picklable) differ: shapes
     that must agree before a collective operation, which would otherwise wait out the
@@ -231,6 +242,11 @@ def global_sum(value: float, like: Tensor) -> float:
     t = torch.tensor([float(value)], dtype=torch.float64, device=like.device)
     all_reduce_([t], "a count")
     return float(t)
+
+
+def count_rows(T: Tensor, sharded: bool) -> int:
+    """The rows of T [N, ...]: of all ranks when T is this rank's shard of sharded data."""
+    return int(global_sum(T.shape[0], T)) if sharded else T.shape[0]
 
 
 def column_mean_std(T: Tensor) -> tuple[Tensor, Tensor]:

@@ -22,7 +22,15 @@ from torch import Tensor
 
 from .. import covariances as cov
 from ..chunking import chunk_slices
-from ..distributed import all_reduce_, column_mean_std, global_sum, is_distributed, pooled_rows
+from ..distributed import (
+    all_reduce_,
+    column_mean_std,
+    count_rows,
+    gathered_rows,
+    global_sum,
+    is_distributed,
+    pooled_rows,
+)
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel, Stationary
@@ -220,7 +228,7 @@ def diagnose(
         view = replace(view, problem=view.problem._replace(compute_dtype=None))  # float64
     sharded = view.sharded and is_distributed()  # every rank runs this, collectives alike
     if sharded:
-        view = replace(view, total_rows=int(global_sum(view.X.shape[0], view.X)))
+        view = replace(view, total_rows=count_rows(view.X, True))
     p, offset, noise = view.problem, view.offset, view.noise.detach()
     with torch.no_grad():
         if sharded:
@@ -246,7 +254,8 @@ def diagnose(
             tight, tight_m = _tight_upper_bound(view, extra_inducing)
             exact = None
             if view.num_data <= exact_max_data:
-                X, y, noise_rows = _all_rows(view, noise, sharded)
+                X, y, noise_rows = ((view.X, view.y, noise) if not sharded else
+                                    gathered_rows(view.X, view.y, noise, "the exact GP's rows"))
                 exact = float(exact_log_marginal_likelihood(view.kernel.K(X), y,
                                                             noise_rows)) + offset
         else:
@@ -306,18 +315,6 @@ def _exact_member(p: Any) -> bool:
     inducing variables (their gap and placement say nothing about it)."""
     b = p.blocks
     return b is not None and b.num_blocks == 1 and bool((b.alpha == 1).all())
-
-
-def _all_rows(view: RegressionView, noise: Tensor, sharded: bool
-              ) -> tuple[Tensor, Tensor, Tensor]:
-    """X, y and the noise (σ² or σ²_n) of all the data: with sharded data, every rank's rows
-    gathered (the caller has checked there are few)."""
-    if not sharded:
-        return view.X, view.y, noise
-    per_row = [noise] if noise.dim() == 1 else []
-    X, y, *rest = pooled_rows([view.X, view.y, *per_row], view.num_data, 0,
-                              "the rows of the exact GP")
-    return X, y, rest[0] if rest else noise
 
 
 def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, int]:

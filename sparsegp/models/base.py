@@ -37,7 +37,7 @@ from ..distributed import (
     broadcast_,
     check_same_on_all_ranks,
     column_mean_std,
-    global_sum,
+    count_rows,
     is_distributed,
     pooled_rows,
 )
@@ -146,7 +146,7 @@ class Model(Registered, DtypeModule, ABC):
         x_shift = x_mean if standardize_X else torch.zeros_like(x_mean)
         x_scale = nonzero(x_std) if standardize_X else torch.ones_like(x_std)
         X = (X - x_shift) / x_scale
-        num_data = int(global_sum(X.shape[0], X)) if self.shards_data else X.shape[0]
+        num_data = count_rows(X, self.shards_data)
         config, parts = self._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
         # Per-column scale advice does not apply where the kernel fixes what each column means
         # (image pixels shared by every patch position refuse standardize_X).

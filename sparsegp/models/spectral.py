@@ -21,7 +21,7 @@ from torch import Tensor
 
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import PARAMETER_DTYPE
-from ..distributed import global_sum, is_distributed, pooled_rows
+from ..distributed import gathered_rows, global_sum, is_distributed
 from ..kernels.base import Kernel
 from ..kernels.spectral import feature_map, spectral_samples
 from ..objectives.collapsed import family_objective, q_from_statistics, residual, solve
@@ -222,11 +222,10 @@ class RFF(GPModel):
                 noise_mean = float(noise_rows.mean())
             exact = None  # SSGP's frequencies no longer belong to the kernel: no comparison
             if self.num_data <= EXACT_MAX_DATA and not self.free_frequencies:
-                per_row = [noise_rows] if noise_rows.dim() == 1 else []
-                X, residual, *rest = pooled_rows([X, residual, *per_row], self.num_data, 0,
-                                                 "the rows of the exact GP")
+                X, residual, noise_rows = gathered_rows(X, residual, noise_rows,
+                                                        "the exact GP's rows")
                 exact = float(exact_log_marginal_likelihood(
-                    self.kernel.K(X), residual, rest[0] if rest else noise_rows)) + offset
+                    self.kernel.K(X), residual, noise_rows)) + offset
         noise = noise_mean * float(self.y_scale) ** 2
         rep = SpectralDiagnostics(type(self).__name__, self.num_data, self.num_features,
                                   objective, exact, noise, [_NOT_A_BOUND])

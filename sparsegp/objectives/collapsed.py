@@ -25,7 +25,7 @@ from .. import distributed
 from ..chunking import auto_chunk_size
 from ..conditionals import WhitenedGaussian, from_precision
 from ..covariances import cross_covariance
-from ..distributed import global_sum
+from ..distributed import count_rows
 from ..features.base import InducingFeature
 from ..kernels.base import Kernel
 from ..kernels.separate import Separate
@@ -179,9 +179,8 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
     chunks of the data and, when the data are sharded, over processes (see `streaming`)."""
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
     size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype, p.X.device)
-    n = int(global_sum(p.X.shape[0], p.X)) if p.sharded else p.X.shape[0]
+    n = count_rows(p.X, p.sharded)
     y = targets(p)
-    over = p.sharded
     per_point = p.noise.dim() == 1  # σ²_n: known heteroscedastic noise or one per group
     columns = 0 if y.dim() == 1 else y.shape[1]  # P outputs sharing a_n and λ_n
     if columns and (per_point or p.blocks is not None):
@@ -194,19 +193,19 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
         stream: Stream = BlockPowerEPStream(p.feature, p.kernel, L,
                                             None if per_point else p.noise)
         sums = streamed_sum(stream, p.X[b.order], y[b.order], b.runs(size), b.ids,
-                            b.alpha.to(L.device)[b.ids], noise, over_ranks=over)
+                            b.alpha.to(L.device)[b.ids], noise, over_ranks=p.sharded)
         return Statistics._make((*sums, n))
     if per_point:
         stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
         return Statistics._make((*streamed_sum(stream, p.X, y, size, p.noise,
-                                               over_ranks=over), n))
+                                               over_ranks=p.sharded), n))
     if p.fam.mode == "pep":
         assert p.fam.alpha is not None  # Power EP's members have their power
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns)
-        return Statistics._make((*streamed_sum(stream, p.X, y, size, over_ranks=over), n))
+        return Statistics._make((*streamed_sum(stream, p.X, y, size, over_ranks=p.sharded), n))
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
     Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns), p.X, y, size,
-                                over_ranks=over)
+                                over_ranks=p.sharded)
     s_d = kd - torch.diagonal(Q).sum()
     return Statistics(
         A=Q / p.noise,

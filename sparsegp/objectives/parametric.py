@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from .. import distributed
-from ..distributed import global_sum
+from ..distributed import count_rows
 from ..kernels.base import Kernel
 from .collapsed import Statistics
 from .recomputed import RecomputedStream
@@ -60,7 +60,7 @@ def feature_statistics(basis: FeatureBasis, kernel: Kernel, X: Tensor, y: Tensor
     if noise.dim() == 0 and sharded:  # one σ² reaching the sums through every rank's rows
         noise = distributed.summed_gradient(noise)
     rows = noise.expand(X.shape[0]) if noise.dim() == 0 else noise
-    n = int(global_sum(X.shape[0], X)) if sharded else X.shape[0]
+    n = count_rows(X, sharded)
     return Statistics._make((*streamed_sum(stream, X, y, chunk_size, rows, over_ranks=sharded),
                              n))
 
