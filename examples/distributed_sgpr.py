@@ -66,8 +66,9 @@ def main() -> None:
     start = time.perf_counter()
     result = model.fit(maxiter=30 if args.quick else 300)
     seconds = time.perf_counter() - start
-    mean, _ = model.predict(torch.as_tensor(Xt, device=device))
-    rmse = float(np.sqrt(np.mean((mean - yt) ** 2)))
+    with torch.no_grad():  # tensors in, tensors out (on the device)
+        mean, _ = model.predict(torch.as_tensor(Xt, device=device))
+    rmse = float(np.sqrt(np.mean((mean.cpu().numpy() - yt) ** 2)))
     upper = model.upper_bound()  # a collective: every rank must call it
     if rank == 0:
         print(f"{source}: N = {model.num_data} over {world} process(es) ({Xr.shape[0]} here), "

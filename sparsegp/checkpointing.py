@@ -13,6 +13,7 @@ of sums of deltas ((M·C)² values).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,10 +23,17 @@ def blocked(block: Callable[[int], Tensor], starts: Iterable[int], dim: int,
             inputs: Iterable[Tensor]) -> Tensor:
     """The blocks `block(s)` for s in `starts`, concatenated along `dim`, differentiable with
     respect to those of `inputs` that require grad (every tensor the blocks read that needs a
-    gradient must be among them: parameters, and the data where it requires grad)."""
+    gradient must be among them: parameters, and the data where it requires grad).
+
+    Twice differentiable: when a graph of the gradient is wanted (`create_graph=True`), the
+    backward pass recomputes the blocks with one. Under torch.func transforms the blocks are
+    evaluated with their graphs kept (as without blocking): `block` reads its tensors from
+    where it finds them (a module's parameters), not from `inputs`, which a transform's
+    backward pass would not see."""
     starts = tuple(starts)
     needed = tuple(t for t in inputs if t.requires_grad)
-    if not needed or not torch.is_grad_enabled():
+    if (not needed or not torch.is_grad_enabled()
+            or torch._C._are_functorch_transforms_active()):
         return torch.cat([block(s) for s in starts], dim)
     if len(starts) == 1:  # one block: its own graph is all there is
         return block(starts[0])
@@ -34,21 +42,28 @@ def blocked(block: Callable[[int], Tensor], starts: Iterable[int], dim: int,
 
 class _Blocked(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, block: Callable[[int], Tensor], starts: Sequence[int], dim: int,
+    def forward(block: Callable[[int], Tensor], starts: Sequence[int], dim: int,
                 *inputs: Tensor) -> Tensor:
-        parts = [block(s) for s in starts]  # autograd is off inside forward
-        ctx.block, ctx.starts, ctx.dim = block, starts, dim
-        ctx.sizes = [p.shape[dim] for p in parts]
-        ctx.save_for_backward(*inputs)
-        return torch.cat(parts, dim)
+        return torch.cat([block(s) for s in starts], dim)  # autograd is off inside forward
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        block, starts, dim, *tensors = inputs
+        ctx.block, ctx.starts, ctx.dim = block, starts, dim
+        ctx.save_for_backward(*tensors)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         inputs = ctx.saved_tensors
+        create_graph = torch.is_grad_enabled()  # a second derivative will follow
         total: list[Tensor | None] = [None] * len(inputs)
-        for s, g in zip(ctx.starts, grad.split(ctx.sizes, ctx.dim)):
+        offset = 0
+        for s in ctx.starts:
             with torch.enable_grad():
-                part = torch.autograd.grad(ctx.block(s), inputs, g, allow_unused=True)
-            total = [a if b is None else (b if a is None else a + b) for a, b in zip(total, part)]
+                part = ctx.block(s)
+                g = grad.narrow(ctx.dim, offset, part.shape[ctx.dim])
+                offset += part.shape[ctx.dim]
+                found = torch.autograd.grad(part, inputs, g, allow_unused=True,
+                                            create_graph=create_graph)
+            total = [a if b is None else (b if a is None else a + b) for a, b in zip(total, found)]
         return (None, None, None, *total)

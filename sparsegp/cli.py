@@ -50,8 +50,8 @@ def _fit(args: argparse.Namespace) -> int:
     _, data = read_csv(args.data, columns=[*features, args.target])  # only these are parsed
     X, y = data[:, :-1], data[:, -1]
     kernel = KERNELS[args.kernel](ard=True)
-    common = dict(kernel=kernel, mean=args.mean, standardize_X=args.standardize,
-                  standardize_y=args.standardize)
+    # y is standardised inside as every regression model does by default; X with --standardize
+    common = dict(kernel=kernel, mean=args.mean, standardize_X=args.standardize)
     if args.blocks is not None and args.approximation not in ("fitc", "pep"):
         raise ValueError("--blocks applies to --approximation fitc (PITC) or pep")
     if args.alpha is not None and args.approximation not in APPROXIMATIONS:
@@ -111,7 +111,7 @@ def _predict(args: argparse.Namespace) -> int:
     from .models.regression import GPModel
 
     model = load(args.model)
-    if not hasattr(model, "predict_y"):
+    if not hasattr(model, "feature_names"):  # the random-input models predict from latents
         raise TypeError(f"sparsegp predict takes models of inputs X (regression and "
                         f"classification); a {type(model).__name__} has none: use it from Python")
     # by name when the model has them (metadata["features"]: files written before feature_names)
@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--blocks", type=int, metavar="B",
                    help="block Power EP / PITC (with fitc or pep): B blocks by k-means")
     f.add_argument("--kernel", default="se", choices=sorted(KERNELS))
-    f.add_argument("--standardize", action="store_true", help="standardise X and y inside")
+    f.add_argument("--standardize", action="store_true",
+                   help="standardise the columns of X inside (y always is)")
     f.add_argument("--maxiter", type=int, default=1000)
     f.add_argument("--seed", type=int, default=0, help="seed of the k-means++ initialisation")
     f.add_argument("--progress", action="store_true", help="show a progress bar")

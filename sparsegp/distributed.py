@@ -25,7 +25,7 @@ import datetime
 import os
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -216,15 +216,46 @@ def check_same_on_all_ranks(value: object, what: str) -> None:
 
 
 class _SummedGradient(torch.autograd.Function):
+    """t itself; its gradient summed over the ranks (`summed_gradient`)."""
+
     @staticmethod
-    def forward(ctx, t: Tensor) -> Tensor:
+    def forward(t: Tensor) -> Tensor:
         return t.view_as(t)
 
     @staticmethod
-    def backward(ctx, g: Tensor) -> Tensor:
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        if torch.is_grad_enabled():  # a graph of the gradient is wanted
+            return _AllReduced.apply(g)
         g = g.clone()
         all_reduce_([g], "the gradient of a per-row term")
         return g
+
+
+class _AllReduced(torch.autograd.Function):
+    """The sum of a tensor over the ranks, differentiable: the vector-Jacobian product of
+    g ↦ Σ_ranks g is the same sum (so `_SummedGradient` is twice differentiable)."""
+
+    @staticmethod
+    def forward(g: Tensor) -> Tensor:
+        g = g.clone()
+        all_reduce_([g], "the gradient of a per-row term")
+        return g
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx: Any, v: Tensor) -> Tensor:
+        if torch.is_grad_enabled():
+            return _AllReduced.apply(v)
+        v = v.clone()
+        all_reduce_([v], "a second derivative of a per-row term")
+        return v
 
 
 def summed_gradient(t: Tensor) -> Tensor:

@@ -4,8 +4,8 @@ A model with a mean works with the residual y − m(X) wherever it used y (the o
 subtract it from each chunk's targets inside the streamed statistics) and adds m(X*) to its
 predictions. Parameters are trainable like a kernel's: `model.mean.constant`,
 `model.freeze("mean.constant")`. Unset values start from the data (`initialise_from_data`:
-the constant at the mean of y, the linear weights at zero). Registered by class name, so a
-saved model rebuilds its mean.
+the constant at the mean of y, the linear weights at zero), in the model's internal units (the
+mean of a standardised y is 0). Registered by class name, so a saved model rebuilds its mean.
 
 Shapes: X [N, D] -> m(X) [N] (torch tensors); a model's `mean=` takes a `Mean`, None or a
 name ('zero', 'constant', 'linear').
@@ -14,7 +14,7 @@ Example:
 
     >>> import numpy as np, sparsegp as sg
     >>> X, y = sg.datasets.snelson()
-    >>> m = sg.GPR(X[::4], y[::4] + 10.0, mean="constant")
+    >>> m = sg.GPR(X[::4], y[::4] + 10.0, mean="constant", standardize_y=False)  # y as given
     >>> type(m.mean).__name__, bool(abs(m.mean.constant.item() - np.mean(y[::4] + 10.0)) < 1e-9)
     ('Constant', True)
 """
@@ -137,8 +137,8 @@ class Constant(Mean):
         {'type': 'Constant', 'args': {'constant': 2.5}}
         >>> X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
         >>> y = 5.0 + torch.sin(6 * X[:, 0])
-        >>> m = sg.GPR(X, y, mean=sg.means.Constant())  # unset: starts at the mean of y
-        >>> abs(m.mean.constant.item() - y.mean().item()) < 1e-9
+        >>> m = sg.GPR(X, y, mean=sg.means.Constant(), standardize_y=False)  # y as given
+        >>> abs(m.mean.constant.item() - y.mean().item()) < 1e-9  # unset: the mean of y
         True
     """
 
@@ -173,7 +173,7 @@ class Linear(Mean):
         >>> lin(torch.ones(2, 2, dtype=torch.float64)).tolist()
         [3.5, 3.5]
         >>> X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
-        >>> m = sg.GPR(X, 3.0 * X[:, 0], mean="linear")  # unset: w = 0, b = mean(y)
+        >>> m = sg.GPR(X, 3.0 * X[:, 0], mean="linear", standardize_y=False)  # w = 0, b = mean(y)
         >>> tuple(m.mean.weights.shape), round(m.mean.bias.item(), 6)
         ((1,), 1.5)
     """

@@ -116,30 +116,55 @@ class Parameterised(nn.Module):
             return softplus_floor(getattr(self, "raw_" + name), self._floors[name])
         return getattr(self, name)
 
-    def set_value(self, name: str, value: Any) -> None:
-        """Assign a constrained value; a new shape (scalar <-> ARD) replaces the parameter."""
+    def set_value(self, name: str, value: Any, *, reshape: bool = False) -> None:
+        """Assign a value to the parameter `name` (dotted from this module, as
+        'kernel.lengthscale'; a positive parameter's constrained value, not its raw one).
+
+        The value is written into the existing `nn.Parameter`, which keeps its identity, shape
+        and `requires_grad`: optimisers built before go on training it, and `state_dict()`
+        still loads into a model built the same way. A positive parameter takes any value
+        that broadcasts to its shape (a scalar — or one number in an array — sets every ARD
+        lengthscale); a value of another shape raises a ValueError that names the call below.
+        Unconstrained parameters (inducing inputs, q(u), a mean's weights) take values of
+        exactly their shape, which the model's structure fixes.
+
+        `reshape=True` is the explicit call for changing the shape of a positive parameter
+        (scalar <-> one value per input, `set_value("kernel.lengthscale", [1.0, 2.0],
+        reshape=True)`): the parameter takes the value's shape — in place if it has that shape
+        already, else as a new `nn.Parameter` (same `requires_grad`) that replaces the old one,
+        so optimisers built before no longer hold it (build them anew) and a model built with
+        the old shape no longer loads its `state_dict`.
+        """
         module, leaf = self._resolve(name)
+        raw = module._raw(leaf)
         if leaf not in module._floors:
-            raw = module._raw(leaf)
             new = torch.as_tensor(value, dtype=raw.dtype, device=raw.device)
             if new.shape != raw.shape:
-                raise ValueError(f"{name} must have shape {tuple(raw.shape)}; got {tuple(new.shape)}")
+                raise ValueError(f"{name} must have shape {tuple(raw.shape)}; got "
+                                 f"{tuple(new.shape)} (the model's structure fixes the shape "
+                                 "of an unconstrained parameter)")
             if not bool(torch.isfinite(new).all()):
                 raise ValueError(f"{name} must be finite")
             with torch.no_grad():
                 raw.copy_(new)
             return
         floor = module._floors[leaf]
-        raw = module._raw(leaf)
         max_dim = module._max_dims.get(leaf, max(1, raw.dim()))
         t = module._checked_positive(name, value, floor, max_dim).to(raw.dtype)
-        new_raw = inverse_softplus_floor(t, floor)
-        if new_raw.shape == raw.shape:
-            with torch.no_grad():
-                raw.copy_(new_raw)
-        else:
+        new_raw = inverse_softplus_floor(t, floor).to(raw.device)
+        if reshape and new_raw.shape != raw.shape:
             p = nn.Parameter(new_raw, requires_grad=raw.requires_grad)
             module.register_parameter("raw_" + leaf, p)
+            return
+        if new_raw.numel() == 1:  # one number, as a scalar or as [x]: every element
+            new_raw = new_raw.reshape(())
+        elif not _broadcasts(new_raw.shape, raw.shape):
+            raise ValueError(
+                f"{name} has shape {tuple(raw.shape)}; a value of shape {tuple(t.shape)} does "
+                f"not broadcast to it. To change the parameter's shape (scalar <-> one value "
+                f"per input), call set_value({name!r}, value, reshape=True)")
+        with torch.no_grad():
+            raw.copy_(new_raw)
 
     def _raw(self, leaf: str) -> nn.Parameter:
         key = "raw_" + leaf if leaf in self._floors else leaf
@@ -254,6 +279,14 @@ class Parameterised(nn.Module):
                 rows += _labelled_rows(names, val)
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _broadcasts(shape: torch.Size, target: torch.Size) -> bool:
+    """True when a tensor of `shape` broadcasts to `target` (without growing it)."""
+    try:
+        return torch.broadcast_shapes(shape, target) == target
+    except RuntimeError:
+        return False
 
 
 #: At most this many labelled entries are listed under a parameter; a last row counts the rest.

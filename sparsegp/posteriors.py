@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import torch
@@ -47,8 +50,33 @@ class FeatureBasis(Protocol):
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
+#: True while a posterior is built with the graph to the model's parameters (`tracking`).
+_TRACKING: ContextVar[bool] = ContextVar("sparsegp_tracking_posterior", default=False)
+
+
+@contextmanager
+def tracking() -> Iterator[None]:
+    """Posteriors built inside keep the autograd graph to the model's live parameters (no
+    copies, nothing detached), so that predictions are differentiable with respect to them.
+    Such a posterior reflects the parameters as they were when it was built; it is not cached.
+    """
+    token = _TRACKING.set(True)
+    try:
+        yield
+    finally:
+        _TRACKING.reset(token)
+
+
+def frozen(t: Tensor) -> Tensor:
+    """t detached from the graph, except while `tracking`."""
+    return t if _TRACKING.get() else t.detach()
+
+
 def frozen_copy(module: ModuleT) -> ModuleT:
-    """A deep copy with every parameter detached from training."""
+    """A deep copy with every parameter detached from training (the module itself while
+    `tracking`)."""
+    if _TRACKING.get():
+        return module
     twin = copy.deepcopy(module)
     twin.requires_grad_(False)
     return twin
@@ -60,8 +88,10 @@ class Posterior(ABC):
     kernel: Kernel
     noise_variance: Tensor
     mean: nn.Module | None = None  # the prior mean m(x), frozen; None for zero
+    tracks: bool = False  # built while `tracking`: the graph to the parameters is kept
 
     def _adopt_mean(self, mean: nn.Module | None) -> None:
+        self.tracks = _TRACKING.get()
         self.mean = None if mean is None else frozen_copy(mean)
 
     def _shifted(self, Xs: Tensor, mean: Tensor) -> Tensor:
@@ -139,11 +169,11 @@ class SparsePosterior(Posterior):
         self._adopt_mean(mean)
         self.kernel = frozen_copy(kernel)
         self.feature = frozen_copy(feature)
-        self.L = L.detach()
-        self.q = WhitenedGaussian(q.mean.detach(), q.root.detach(), bool(q.precision))
+        self.L = frozen(L)
+        self.q = WhitenedGaussian(frozen(q.mean), frozen(q.root), bool(q.precision))
         self._folded = fold(self.L, self.q)  # prediction: one product per block, no solves
         self._kuf = cross_covariance(self.feature, self.kernel)  # fast chunk evaluation
-        self.noise_variance = noise_variance.detach()
+        self.noise_variance = frozen(noise_variance)
         self.jitter = jitter
 
     @property
@@ -158,7 +188,8 @@ class SparsePosterior(Posterior):
     def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
         # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising
         # an acquisition function through the posterior)
-        Kus = cov.Kuf(self.feature, self.kernel, Xs) if Xs.requires_grad else self._kuf.value(Xs)
+        Kus = (cov.Kuf(self.feature, self.kernel, Xs) if Xs.requires_grad or self.tracks
+               else self._kuf.value(Xs))
         kff = self.kernel.K(Xs) if full_cov else self.kernel.K_diag(Xs)
         mean, var = folded_conditional(Kus.to(self.L.dtype), kff, self._folded, full_cov)
         if self.num_latent == 1:
@@ -201,10 +232,10 @@ class CoregionalPosterior(Posterior):
         self.mean = None
         self.kernel = frozen_copy(kernel)
         self.feature = frozen_copy(feature)
-        self.L = L.detach()
-        self.q = WhitenedGaussian(q.mean.detach(), q.root.detach(), True)
-        self.mixing = mixing.detach()
-        self.noise_variance = noise_variance.detach()
+        self.L = frozen(L)
+        self.q = WhitenedGaussian(frozen(q.mean), frozen(q.root), True)
+        self.mixing = frozen(mixing)
+        self.noise_variance = frozen(noise_variance)
         self.jitter = jitter
 
     def _rows_per_chunk(self) -> int:
@@ -245,7 +276,7 @@ class SeparatePosterior(Posterior):
                  mean: nn.Module | None = None) -> None:
         self._adopt_mean(mean)  # a prior mean shared by every output (SVGP's latent functions)
         self.parts = parts
-        self.noise_variance = noise_variance.detach()
+        self.noise_variance = frozen(noise_variance)
 
     def _rows_per_chunk(self) -> int:
         return min(part._rows_per_chunk() for part in self.parts)
@@ -285,10 +316,10 @@ class ExactPosterior(Posterior):
     ) -> None:
         self._adopt_mean(mean)
         self.kernel = frozen_copy(kernel)
-        self.X, self.L = X.detach(), L.detach()
-        self.a = a.detach()  # L⁻¹y
+        self.X, self.L = frozen(X), frozen(L)
+        self.a = frozen(a)  # L⁻¹y
         self.weights = solve_lower_t(self.L, self.a)  # (K + σ²I)⁻¹ y
-        self.noise_variance = noise_variance.detach()
+        self.noise_variance = frozen(noise_variance)
         self.jitter = jitter
 
     def _rows_per_chunk(self) -> int:
@@ -317,8 +348,8 @@ class FeaturePosterior(Posterior):
         self._adopt_mean(mean)
         self.basis = cast(FeatureBasis, frozen_copy(basis))  # a module with `FeatureBasis`'s API
         self.kernel = frozen_copy(kernel)
-        self.q = WhitenedGaussian(q.mean.detach(), q.root.detach(), bool(q.precision))
-        self.noise_variance = noise_variance.detach()
+        self.q = WhitenedGaussian(frozen(q.mean), frozen(q.root), bool(q.precision))
+        self.noise_variance = frozen(noise_variance)
 
     def _rows_per_chunk(self) -> int:
         return auto_chunk_size(self.basis.num_inducing, self.q.mean.element_size(),
@@ -360,9 +391,9 @@ class InterpolatedPosterior(Posterior):
                  ) -> None:
         self._adopt_mean(mean)
         self.kernel = frozen_copy(kernel)
-        self.start, self.spacing, self.sizes = start.detach(), spacing.detach(), list(sizes)
-        self.a, self.C = a.detach(), C.detach()
-        self.noise_variance = noise_variance.detach()
+        self.start, self.spacing, self.sizes = frozen(start), frozen(spacing), list(sizes)
+        self.a, self.C = frozen(a), frozen(C)
+        self.noise_variance = frozen(noise_variance)
 
     def _rows_per_chunk(self) -> int:
         return max(1, 2**22 // (4 ** len(self.sizes) * (1 + self.C.shape[1])))

@@ -44,6 +44,7 @@ from .diagnostics import ApproximationWarning
 from .features.initialisation import distinct_rows
 from .likelihoods import Bernoulli, MultiClass
 from .models import GPR, SGPC, SGPR, SVGP
+from .models.predictions import SAMPLE_JITTER, joint_factor
 from .objectives.collapsed import APPROXIMATIONS
 from .training import fit_lbfgsb
 from .validation import ScaleWarning
@@ -215,6 +216,24 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         if return_std:
             return mean, np.sqrt(np.maximum(var, 0.0))
         return mean
+
+    def sample_y(self, X: Any, n_samples: int = 1, random_state: Any = 0,
+                 include_noise: bool = True) -> np.ndarray:
+        """Joint samples of the predictive at X: [N*, n_samples] (scikit-learn's layout;
+        [N*, P, n_samples] for P outputs). Of noisy y* by default, as `predict`'s
+        covariance; `include_noise=False` samples the latent f*. `random_state` as in
+        scikit-learn (an int, a RandomState or None)."""
+        check_is_fitted(self)
+        if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) or (
+                n_samples < 1):
+            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        mean, cov = self.model_.predict(X, full_cov=True, include_noise=include_noise)
+        factor = joint_factor(torch.as_tensor(cov), SAMPLE_JITTER).numpy()  # [(P,) N*, N*]
+        z = check_random_state(random_state).standard_normal((*factor.shape[:-1], n_samples))
+        if mean.ndim == 1:
+            return mean[:, None] + factor @ z
+        return mean[:, :, None] + np.moveaxis(factor @ z, 0, 1)  # [N*, P, S]
 
 
 class SparseGPClassifier(ClassifierMixin, BaseEstimator):

@@ -77,3 +77,110 @@ def test_summary_lists_every_parameter():
     for name in ("noise_variance", "kernel.lengthscale", "kernel.variance", "feature.Z"):
         assert name in text
     assert "frozen" in text
+
+
+# -- assigned values keep the parameter ------------------------------------------------------
+def _ard_model(seed=5):
+    X, y = make_problem(seed, N=30)
+    return X, y, sg.SGPR(X, y, inducing_points=6)  # default kernel: ARD, one ℓ per column
+
+
+def test_a_scalar_assigned_to_ard_lengthscales_fills_them_in_place():
+    _, _, m = _ard_model()
+    raw = m.kernel.raw_lengthscale
+    m.freeze("kernel.lengthscale")
+    m.kernel.lengthscale = 0.5
+    assert m.kernel.raw_lengthscale is raw and raw.shape == (2,) and not raw.requires_grad
+    np.testing.assert_allclose(m.kernel.lengthscale, [0.5, 0.5], rtol=1e-14)
+    m.set_value("kernel.lengthscale", np.array([0.7]))  # one number in an array: the same
+    m.set_value("kernel.lengthscale", [0.3, 0.4])  # one per column: as before
+    assert m.kernel.raw_lengthscale is raw
+    np.testing.assert_allclose(m.kernel.lengthscale, [0.3, 0.4], rtol=1e-14)
+    # per-group noise variances take one number for all groups as well
+    X, y = make_problem(6, N=20)
+    g = sg.SGPR(X, y, inducing_points=4, noise_groups=np.arange(20) % 2)
+    noise = g.raw_noise_variance
+    g.noise_variance = 0.2
+    assert g.raw_noise_variance is noise
+    np.testing.assert_allclose(g.noise_variance, [0.2, 0.2], rtol=1e-12)
+
+
+def test_an_optimiser_built_before_the_assignment_still_trains_the_parameter():
+    _, _, m = _ard_model()
+    opt = torch.optim.Adam(m.parameters(), lr=0.05)
+    m.kernel.lengthscale = 0.5
+    opt.zero_grad()
+    m.training_loss().backward()
+    opt.step()
+    assert m.kernel.lengthscale.shape == (2,)
+    assert np.all(np.abs(m.kernel.lengthscale - 0.5) > 1e-3)  # one Adam step moved both
+
+
+def test_the_state_dict_after_an_assignment_loads_into_a_default_built_model():
+    X, y, m = _ard_model()
+    m.kernel.lengthscale = 0.5
+    m.noise_variance = 0.3
+    fresh = sg.SGPR(X, y, inducing_points=6)
+    fresh.load_state_dict(m.state_dict())
+    np.testing.assert_allclose(fresh.predict(X[:4])[0], m.predict(X[:4])[0], rtol=1e-12)
+
+
+def test_a_value_of_a_shape_that_does_not_broadcast_is_refused_with_the_way_out():
+    _, _, m = _ard_model()
+    before = m.kernel.lengthscale
+    with pytest.raises(ValueError, match=r"kernel\.lengthscale has shape \(2,\); a value of "
+                       r"shape \(3,\) does not broadcast to it.*set_value\('kernel\.lengthscale'"
+                       r", value, reshape=True\)"):
+        m.set_value("kernel.lengthscale", [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(m.kernel.lengthscale, before)  # left as it was
+    k = sg.kernels.Matern32(lengthscale=1.0)
+    with pytest.raises(ValueError, match=r"lengthscale has shape \(\); .*reshape=True"):
+        k.lengthscale = [1.0, 2.0]
+    assert k.lengthscale == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="variance must be a scalar"):  # as before
+        k.variance = [1.0, 2.0]
+    # unconstrained parameters: exactly their shape, reshape or not
+    for reshape in (False, True):
+        with pytest.raises(ValueError, match=r"feature\.Z must have shape \(6, 2\); got \(6,"
+                           r" 3\) \(the model's structure fixes"):
+            m.set_value("feature.Z", np.zeros((6, 3)), reshape=reshape)
+
+
+def test_reshape_true_replaces_the_parameter_with_one_of_the_value_shape():
+    X, y, m = _ard_model()
+    old = m.kernel.raw_lengthscale
+    m.freeze("kernel.lengthscale")
+    m.set_value("kernel.lengthscale", 0.8, reshape=True)  # ARD -> one lengthscale
+    new = m.kernel.raw_lengthscale
+    assert new is not old and isinstance(new, torch.nn.Parameter) and new.shape == ()
+    assert not new.requires_grad  # frozen stays frozen
+    assert m.kernel.lengthscale == pytest.approx(0.8, rel=1e-14)
+    assert "kernel.lengthscale" in m.parameter_names() and new in list(m.parameters())
+    scalar = sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(), inducing_points=6)
+    scalar.load_state_dict(m.state_dict())  # loads where the shape is the new one
+    np.testing.assert_allclose(scalar.predict(X[:4])[0], m.predict(X[:4])[0], rtol=1e-12)
+    m.set_value("kernel.lengthscale", [0.5, 0.6], reshape=True)  # and back to ARD
+    assert m.kernel.raw_lengthscale.shape == (2,)
+    same = m.kernel.raw_lengthscale
+    m.set_value("kernel.lengthscale", [0.7, 0.9], reshape=True)  # same shape: in place
+    assert m.kernel.raw_lengthscale is same
+    np.testing.assert_allclose(m.kernel.lengthscale, [0.7, 0.9], rtol=1e-14)
+    with pytest.raises(ValueError, match="variance must be a scalar"):  # still refused
+        m.set_value("kernel.variance", [1.0, 2.0], reshape=True)
+
+
+def test_noise_of_the_latent_input_models_keeps_its_shape_through_save_and_load(tmp_path):
+    # GPSSM's noises are one per dimension (a number fills them: it replaced them with a
+    # scalar, which `load` refused); a GP-LVM's noise is one per column of Y when given so
+    rng = np.random.default_rng(7)
+    Y = np.tanh(rng.standard_normal((30, 2)) @ rng.standard_normal((2, 3)))
+    ssm = sg.GPSSM(Y[:, :2], state_dim=2, inducing_points=5, process_noise=0.1,
+                   emission_noise=0.01)
+    assert ssm.process_noise.shape == (2,)
+    ssm.save(tmp_path / "s.pt")
+    np.testing.assert_allclose(sg.load(tmp_path / "s.pt").process_noise, [0.1, 0.1])
+    for noise in ([0.1, 0.2, 0.3], 0.1):
+        lvm = sg.BayesianGPLVM(Y, latent_dim=2, inducing_points=5, noise_variance=noise)
+        lvm.save(tmp_path / "g.pt")
+        np.testing.assert_allclose(sg.load(tmp_path / "g.pt").noise_variance, noise,
+                                   rtol=1e-12)

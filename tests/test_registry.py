@@ -34,7 +34,7 @@ def test_a_vector_where_a_scalar_belongs_is_refused_on_assignment_too():
         k.variance = [1.0, 2.0]
     with pytest.raises(ValueError, match="variance must be a scalar"):
         sg.kernels.Constant().variance = [1.0, 2.0]
-    k.lengthscale = [1.0, 2.0]  # ARD: a vector belongs here
+    k.set_value("lengthscale", [1.0, 2.0], reshape=True)  # ARD: a vector belongs here
     assert k.lengthscale.tolist() == pytest.approx([1.0, 2.0])
     lin = sg.kernels.Linear(variance=[1.0, 0.5])
     lin.variance = [3.0, 4.0]

@@ -247,3 +247,23 @@ def test_scale_advice_names_the_wrappers_option():
         est.fit(X, np.sin(X[:, 0] / 1e4))
     text = " ".join(str(w.message) for w in caught)
     assert "standardize=True" in text and "standardize_X" not in text
+
+
+def test_sample_y_draws_from_the_predictive_of_predict_with_its_covariance():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (40, 1))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(40)
+    reg = SparseGPRegressor(num_inducing=10, random_state=0).fit(X, y)
+    Xs = np.array([[-1.0], [0.0], [0.2]])
+    S = 20000
+    samples = reg.sample_y(Xs, S, random_state=1)
+    assert samples.shape == (3, S)
+    np.testing.assert_array_equal(samples, reg.sample_y(Xs, S, random_state=1))
+    for noise in (True, False):
+        mean, cov = reg.predict(Xs, return_cov=True, include_noise=noise)
+        draws = reg.sample_y(Xs, S, random_state=2, include_noise=noise)
+        sd = np.sqrt(np.diag(cov))
+        assert np.all(np.abs(draws.mean(1) - mean) < 5 * sd / np.sqrt(S))
+        assert np.all(np.abs(np.cov(draws) - cov) < 6 * np.outer(sd, sd) * np.sqrt(2 / S))
+    with pytest.raises(ValueError, match="n_samples"):
+        reg.sample_y(Xs, 0)

@@ -70,8 +70,11 @@ def test_float32_snelson_with_ten_inducing_points_fits_and_predicts():
     m64 = sg.SGPR(X, y, inducing_points=10)
     assert m32.log_marginal_likelihood() == pytest.approx(m64.log_marginal_likelihood(), rel=1e-5)
     m32.fit(progress=False)
-    mean, var = m32.predict(torch.tensor(X, dtype=torch.float32))
+    mean, var = m32.predict(X)  # numpy in, numpy out in the model's dtype
     assert mean.dtype == np.float32 and np.all(np.isfinite(mean)) and np.all(var > 0)
+    tmean, _ = m32.predict(torch.tensor(X, dtype=torch.float32))  # a tensor in: a tensor out
+    assert tmean.dtype == torch.float32
+    np.testing.assert_array_equal(tmean.detach().numpy(), mean)
     assert np.sqrt(np.mean((mean - y) ** 2)) < 0.35  # the noise level of the Snelson data
 
 
@@ -85,12 +88,15 @@ def _fit(X, y, **kw):
 
 
 @pytest.mark.parametrize("offset", [1e3, 1e9])
-def test_targets_far_from_zero_warn_and_standardize_y_gives_the_fit_of_the_plain_data(offset):
+def test_targets_far_from_zero_are_standardised_by_default_to_the_fit_of_the_plain_data(offset):
     X, y = sg.datasets.snelson()
-    with pytest.warns(sg.ScaleWarning, match="standardize_y=True"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ScaleWarning)  # the default standardises y: no warning
         sg.SGPR(X, y + offset, inducing_points=15)
-    plain = _fit(X, y, standardize_y=True)
-    shifted = _fit(X, y + offset, standardize_y=True)
+    with pytest.warns(sg.ScaleWarning, match="standardize_y=True"):  # y as given: the fix named
+        sg.SGPR(X, y + offset, inducing_points=15, standardize_y=False)
+    plain = _fit(X, y)
+    shifted = _fit(X, y + offset)
     Xs = np.linspace(-1, 7, 50)[:, None]
     np.testing.assert_allclose(shifted.predict(Xs)[0] - offset, plain.predict(Xs)[0], atol=1e-3)
     assert shifted.noise_variance == pytest.approx(plain.noise_variance, rel=1e-2)
@@ -311,21 +317,24 @@ def test_random_input_models_on_repeated_rows_start_with_distinct_inducing_point
         sg.BayesianGPLVM(Y, 1, X_mean=np.repeat(np.arange(4.0), 10)[:, None], inducing_points=5)
 
 
-def test_svgp_warns_about_badly_scaled_targets_and_names_what_it_takes():
+def test_svgp_standardises_gaussian_targets_and_warns_where_it_cannot():
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 5, (60, 1))
     y = 1e6 + 1e3 * np.sin(X[:, 0])
-    with pytest.warns(sg.ScaleWarning) as caught:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ScaleWarning)  # standardised by default: no warning
         sg.SVGP(X, y, inducing_points=5)
-    text = str(caught[0].message)
-    assert "mean='constant'" in text and "rescale y" in text and "standardize_y" not in text
+    with pytest.warns(sg.ScaleWarning) as caught:  # as given: the advice names standardize_y
+        sg.SVGP(X, y, inducing_points=5, standardize_y=False)
+    assert "standardize_y=True" in str(caught[0].message)
     with pytest.warns(sg.ScaleWarning, match="rescale y"):  # real-valued targets too
         sg.SVGP(X, y, inducing_points=5, likelihood=sg.likelihoods.HeteroscedasticGaussian())
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ScaleWarning)  # labels and a prior mean: no warning
         sg.SVGP(X, (y > 1e6).astype(float), likelihood=sg.likelihoods.Bernoulli(),
                 inducing_points=5)
-        sg.SVGP(X, (y - 1e6) / 1e3 + 50.0, inducing_points=5, mean="constant")
+        sg.SVGP(X, (y - 1e6) / 1e3 + 50.0, inducing_points=5, mean="constant",
+                standardize_y=False)
 
 
 @pytest.mark.parametrize("seed", ["a", None, 1.5, True])

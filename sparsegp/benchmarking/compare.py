@@ -54,15 +54,19 @@ def _sparsegp(method: str, X, y, size: int):
     kernel = sg.kernels.SquaredExponential(lengthscale=[LENGTHSCALE] * X.shape[1],
                                            variance=VARIANCE)
     model: GPModel
+    # y as given (standardize_y=False): the peers' objectives at the same values
     if method == "exact":
-        model = sg.GPR(X, y, kernel=kernel, noise_variance=NOISE)
+        model = sg.GPR(X, y, kernel=kernel, noise_variance=NOISE, standardize_y=False)
     elif method == "vfe":
-        model = sg.SGPR(X, y, kernel=kernel, inducing_points=X[:size], noise_variance=NOISE)
+        model = sg.SGPR(X, y, kernel=kernel, inducing_points=X[:size], noise_variance=NOISE,
+                        standardize_y=False)
     elif method in ("rff", "ssgp"):
         model = (sg.RFF if method == "rff" else sg.SSGP)(X, y, kernel=kernel, num_features=size,
-                                                         noise_variance=NOISE)
+                                                         noise_variance=NOISE,
+                                                         standardize_y=False)
     else:
-        model = sg.KISSGP(X, y, kernel=kernel, grid_size=size, noise_variance=NOISE)
+        model = sg.KISSGP(X, y, kernel=kernel, grid_size=size, noise_variance=NOISE,
+                          standardize_y=False)
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step() -> float:

@@ -62,7 +62,7 @@ def worker(spec: dict) -> dict:
         tol = 1e-2 if setup == "sparsegp tol 1e-2" else 1e-6
         model = sg.KISSGP(X, y, grid_size=G, kernel=sg.kernels.SquaredExponential(
             lengthscale=[LENGTHSCALE] * D, variance=VARIANCE), noise_variance=NOISE,
-            cg_tolerance=tol)
+            cg_tolerance=tol, standardize_y=False)  # the dense model's units
         params = [p for p in model.parameters() if p.requires_grad]
         if setup == "dense":
             def loss() -> torch.Tensor:

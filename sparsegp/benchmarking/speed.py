@@ -96,7 +96,7 @@ def worker(spec: dict) -> dict:
         return _predict_worker(spec, X, y, Z, kernel, baseline)
     approx, alpha, _ = METHODS[method.removeprefix("naive-")]
     model = sg.SGPR(X, y, kernel=kernel, inducing_points=Z, approximation=approx, alpha=alpha,
-                    noise_variance=0.1, chunk_size=B)
+                    noise_variance=0.1, chunk_size=B, standardize_y=False)
     params = [p for p in model.parameters() if p.requires_grad]
     if method.startswith("naive-"):
         def step() -> None:
@@ -135,7 +135,8 @@ def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
 
     M, n_test = spec["M"], spec["n_test"]
     device = spec.get("device") or "cpu"
-    model = sg.SGPR(X, y, kernel=kernel, inducing_points=Z, noise_variance=0.1)
+    model = sg.SGPR(X, y, kernel=kernel, inducing_points=Z, noise_variance=0.1,
+                    standardize_y=False)
     post = model.posterior()
     Xs = torch.randn(n_test, D, dtype=torch.float64,
                      generator=torch.Generator().manual_seed(1)).to(device)

@@ -12,13 +12,16 @@ base-kernel evaluations, which is the pair's `width`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
+from ..autograd import blockwise_gradients
 from ..checkpointing import blocked
 from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.patches import InducingPatches, MultiChannelPatches
-from ..kernels.convolutional import Convolutional
+from ..kernels.convolutional import Convolutional, weighted_sum
 from ..kernels.stationary import SquaredExponential, squared_exponential_exp
 from .inducing_points import se_cross_gradients
 from .registry import register
@@ -76,6 +79,16 @@ def _columns(kernel: Convolutional, Xb: Tensor, Z: Tensor) -> Tensor:
     return kernel.weighted_sum(Kg, 2).reshape(B, -1).mT
 
 
+def _se_columns(kernel: Convolutional, Xb: Tensor, Z: Tensor, ell: Tensor, var: Tensor,
+               w: Tensor | None) -> Tensor:
+    """`_columns` for a squared-exponential base kernel, from the tensors given
+    (differentiable in them): [G·M, B]."""
+    A = kernel.grouped_patches(Xb)  # [B, G, S, d]
+    B, G, S, d = A.shape
+    Kg = squared_exponential_exp(A.reshape(-1, d), Z, ell, var).reshape(B, G, S, -1)
+    return weighted_sum(Kg, w, 2).reshape(B, -1).mT
+
+
 class _SquaredExponentialPatches(torch.autograd.Function):
     """Kuf of inducing patches for a squared-exponential base kernel, in blocks of images,
     with the gradient by hand (as `SquaredExponentialCrossCovariance`'s for inducing points):
@@ -83,22 +96,32 @@ class _SquaredExponentialPatches(torch.autograd.Function):
     (∂Kuf spread over each image's patches), ∂w_gs = Σ_nm ∂Kuf_ngm K_ngsm and the base
     kernel's gradients come from one thin product Hᵀ[x̃, 1] and H's row sums (the x̃² term
     needs only those) — no autograd pass over the B·Q·M values. Used when the images do not
-    require a gradient."""
+    require a gradient. Under `create_graph` (a second derivative to follow,
+    `torch.func.grad`) each block's gradient is taken by autograd instead, with a graph."""
 
     @staticmethod
-    def forward(ctx, kernel: Convolutional, X: Tensor, rows: int, Z: Tensor, ell: Tensor,
+    def forward(kernel: Convolutional, X: Tensor, rows: int, Z: Tensor, ell: Tensor,
                 var: Tensor, w: Tensor | None) -> Tensor:
-        ctx.kernel, ctx.rows = kernel, rows
-        ctx.save_for_backward(X, Z, ell, var, *(() if w is None else (w,)))
-        return torch.cat([_columns(kernel, X[i:i + rows], Z)
+        return torch.cat([_se_columns(kernel, X[i:i + rows], Z, ell, var, w)
                           for i in range(0, X.shape[0], rows)], 1)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        kernel, X, rows, Z, ell, var, w = inputs
+        ctx.kernel, ctx.rows = kernel, rows
+        ctx.save_for_backward(X, Z, ell, var, *(() if w is None else (w,)))
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         X, Z, ell, var, *rest = ctx.saved_tensors
         w = rest[0] if rest else None
         kernel = ctx.kernel
+        if torch.is_grad_enabled():  # a graph of the gradient is wanted: autograd
+            gs = blockwise_gradients(
+                lambda i, Z, ell, var, w: _se_columns(kernel, X[i:i + ctx.rows], Z, ell, var, w),
+                lambda i: grad[:, i:i + ctx.rows], range(0, X.shape[0], ctx.rows),
+                (Z, ell, var, w), ctx.needs_input_grad[3:7])
+            return (None, None, None, *gs)
         M, d = Z.shape
         centre = Z.mean(0)  # squared_exponential_exp's centre for the cross-covariance
         ells = ell.expand(d)

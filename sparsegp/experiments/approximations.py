@@ -29,6 +29,7 @@ from ..datasets import snelson
 from ..models import KISSGP, RFF, SGPR, SSGP
 from .bui2017_data import Problem, missing_uci, standardise, synthetic_problem, uci_problem
 from .common import (
+    AS_GIVEN,
     DEFAULT_DATA_DIR,
     Section,
     experiment_main,
@@ -76,14 +77,14 @@ def fit_method(method: str, K: int, p: Problem, cfg: Config, seed: int = 0) -> d
             approx, alpha = {"VFE": ("vfe", None), "FITC": ("fitc", None),
                              "PEP 0.5": ("pep", 0.5)}[method]
             model = SGPR(X, y, inducing_points=min(K, X.shape[0]), approximation=approx,
-                         alpha=alpha, seed=seed)
+                         alpha=alpha, seed=seed, **AS_GIVEN)
             model.fit(maxiter=cfg.maxiter, progress=False, diagnose=False)
         elif method in ("RFF", "SSGP"):
             model = (RFF if method == "RFF" else SSGP)(X, y, num_features=max(1, K // 2),
-                                                       seed=seed)
+                                                       seed=seed, **AS_GIVEN)
             model.fit(maxiter=cfg.maxiter, progress=False, diagnose=False)
         else:
-            model = KISSGP(X, y, grid_size=max(8, K), seed=seed)
+            model = KISSGP(X, y, grid_size=max(8, K), seed=seed, **AS_GIVEN)
             model.fit(maxiter=cfg.ski_steps, progress=False)
     seconds = time.perf_counter() - start
     nlpd, _, rmse = predictive_scores(model, p.Xs, p.ys)

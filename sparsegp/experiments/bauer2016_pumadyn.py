@@ -14,7 +14,7 @@ import numpy as np
 
 from ..models import GPR, SGPR
 from .bauer2016_common import Config
-from .common import Section, copy_kernel, predictive_scores, quiet_fit, se_kernel
+from .common import AS_GIVEN, Section, copy_kernel, predictive_scores, quiet_fit, se_kernel
 from .plotting import new_figure, save
 from .tables import Table
 
@@ -67,14 +67,14 @@ def pumadyn(out: Path, cfg: Config, data_dir: Path) -> Section:
 
     sub = rng.choice(X.shape[0], min(cfg.puma_exact, X.shape[0]), replace=False)
     start = time.perf_counter()
-    exact = GPR(X[sub], y[sub], kernel=se_kernel(ard=True))
+    exact = GPR(X[sub], y[sub], kernel=se_kernel(ard=True), **AS_GIVEN)
     quiet_fit(exact, cfg.puma_exact_maxiter)
     record(f"exact GP ({len(sub)}-point subset)", exact, time.perf_counter() - start)
 
     def sparse(approx: str, **kwargs) -> SGPR:
         kwargs.setdefault("kernel", se_kernel(ard=True))
         kwargs.setdefault("inducing_points", cfg.puma_M)
-        return SGPR(X, y, approximation=approx, **kwargs)
+        return SGPR(X, y, approximation=approx, **AS_GIVEN, **kwargs)
 
     start = time.perf_counter()
     fitc = sparse("fitc")

@@ -18,7 +18,7 @@ from ..diagnostics.inducing_gain import inducing_gain
 from ..diagnostics.report import diagnose
 from ..models import GPR, SGPR
 from .bauer2016_common import Config
-from .common import Section, copy_kernel, quiet_fit, se_kernel, se_of
+from .common import AS_GIVEN, Section, copy_kernel, quiet_fit, se_kernel, se_of
 from .plotting import new_figure, plot_regression_1d, save
 from .tables import Table
 
@@ -46,7 +46,7 @@ def snelson_fits(out: Path, cfg: Config) -> Section:
                   "and inducing inputs optimised from the same start (k-means++). The exact log "
                   "p(y) column is the exact evidence at each model's own hyperparameters.")
     X, y = snelson(2)
-    exact = GPR(X, y, kernel=se_kernel())
+    exact = GPR(X, y, kernel=se_kernel(), **AS_GIVEN)
     quiet_fit(exact, cfg.maxiter)
     table = Table("Fits (objectives in nats)", ["method", "M", "objective", "upper bound",
                   "exact log p(y) here", "noise variance", "lengthscale", "signal variance",
@@ -60,7 +60,8 @@ def snelson_fits(out: Path, cfg: Config) -> Section:
     noise: dict[str, list[Any]] = {"vfe": [], "fitc": []}
     for row, M in enumerate(Ms):
         for col, approx in enumerate(("vfe", "fitc")):
-            m = SGPR(X, y, kernel=se_kernel(), inducing_points=M, approximation=approx)
+            m = SGPR(X, y, kernel=se_kernel(), inducing_points=M, approximation=approx,
+                     **AS_GIVEN)
             quiet_fit(m, cfg.maxiter)
             rep = diagnose(m)
             noise[approx].append(m.noise_variance)
@@ -102,7 +103,8 @@ def inducing_gain_axis(out: Path, cfg: Config) -> Section:
                   ["method", "objective", "max ΔF", "at x", "min ΔF", "at x", "fraction with ΔF < 0"])
     curves = {"x": xs[:, 0]}
     for ax, approx in zip(axes[0], ("vfe", "fitc")):
-        m = SGPR(X, y, kernel=se_kernel(), inducing_points=cfg.gain_M, approximation=approx)
+        m = SGPR(X, y, kernel=se_kernel(), inducing_points=cfg.gain_M, approximation=approx,
+                 **AS_GIVEN)
         quiet_fit(m, cfg.maxiter)
         g = inducing_gain(m, xs)
         total = g.total
@@ -145,12 +147,15 @@ def upper_bound_detection(out: Path, cfg: Config) -> Section:
                   "at its hyperparameters, the VFE lower bound and the Titsias (2014) upper bound "
                   "with M = 1 … N inducing inputs chosen greedily from X (rank-one gains). An upper "
                   "bound below FITC's objective proves that FITC over-estimates log p(y).")
-    fitc = SGPR(X, y, kernel=se_kernel(), inducing_points=cfg.ub_fitc_M, approximation="fitc")
+    fitc = SGPR(X, y, kernel=se_kernel(), inducing_points=cfg.ub_fitc_M, approximation="fitc",
+                **AS_GIVEN)
     quiet_fit(fitc, cfg.maxiter)
     F = fitc.log_marginal_likelihood()
-    exact_here = GPR(X, y, kernel=copy_kernel(fitc), noise_variance=fitc.noise_variance)
+    exact_here = GPR(X, y, kernel=copy_kernel(fitc), noise_variance=fitc.noise_variance,
+                     **AS_GIVEN)
     log_p = exact_here.log_marginal_likelihood()
-    vfe = SGPR(X, y, kernel=copy_kernel(fitc), inducing_points=1, noise_variance=fitc.noise_variance)
+    vfe = SGPR(X, y, kernel=copy_kernel(fitc), inducing_points=1, noise_variance=fitc.noise_variance,
+               **AS_GIVEN)
     available = np.ones(N, dtype=bool)
     table = Table("Bounds at FITC's hyperparameters", ["M", "VFE lower bound", "upper bound",
                   "upper bound < FITC objective"])

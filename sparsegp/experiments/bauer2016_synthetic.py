@@ -13,7 +13,7 @@ import numpy as np
 
 from ..models import GPR, SGPR
 from .bauer2016_common import Config
-from .common import Section, predictive_scores, quiet_fit, se_kernel, se_of
+from .common import AS_GIVEN, Section, predictive_scores, quiet_fit, se_kernel, se_of
 from .plotting import new_figure, save
 from .tables import Table
 
@@ -43,7 +43,7 @@ def gp_sample_4d(out: Path, cfg: Config) -> Section:
                   "Every model starts from the same data-based hyperparameters; sparse models from "
                   "k-means++ inducing inputs (M = N: Z = X). All parameters are optimised "
                   f"(at most {cfg.maxiter} L-BFGS-B iterations, {cfg.sample_maxiter_large} for M ≥ 512).")
-    exact = GPR(X, y, kernel=se_kernel())
+    exact = GPR(X, y, kernel=se_kernel(), **AS_GIVEN)
     quiet_fit(exact, cfg.maxiter)
     table = Table("Objective, learned noise and test performance",
                   ["method", "M", "objective", "upper bound", "noise variance", "lengthscale",
@@ -57,7 +57,8 @@ def gp_sample_4d(out: Path, cfg: Config) -> Section:
         M = min(M, N)
         maxiter = cfg.maxiter if M < 512 else cfg.sample_maxiter_large
         for approx in ("vfe", "fitc"):
-            m = SGPR(X, y, kernel=se_kernel(), inducing_points=M, approximation=approx)
+            m = SGPR(X, y, kernel=se_kernel(), inducing_points=M, approximation=approx,
+                     **AS_GIVEN)
             quiet_fit(m, maxiter)
             nlpd, smse, _ = predictive_scores(m, Xs, ys)
             F = m.log_marginal_likelihood()

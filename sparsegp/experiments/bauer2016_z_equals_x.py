@@ -23,7 +23,7 @@ from ..diagnostics.report import diagnose
 from ..models import GPR, SGPR
 from .bauer2016_common import Config, ZxProtocol
 from .bauer2016_snelson import AXIS, overlay_exact, snelson
-from .common import Section, copy_kernel, quiet_fit, se_kernel, se_of
+from .common import AS_GIVEN, Section, copy_kernel, quiet_fit, se_kernel, se_of
 from .plotting import new_figure, plot_regression_1d, save
 from .tables import Table
 
@@ -47,7 +47,7 @@ def _start(X: np.ndarray, y: np.ndarray, exact: GPR, approx: str, p: ZxProtocol)
         ell = float(se_of(exact).lengthscale)
         Z = Z + p.perturb * ell * np.random.default_rng(p.seed).standard_normal(Z.shape)
     return SGPR(X, y, kernel=copy_kernel(exact), inducing_points=Z, approximation=approx,
-                noise_variance=exact.noise_variance)
+                noise_variance=exact.noise_variance, **AS_GIVEN)
 
 
 def _optimise(m: SGPR, p: ZxProtocol) -> _Run:
@@ -93,7 +93,7 @@ def z_at_x(out: Path, cfg: Config) -> Section:
         "so the optimiser decides how far an approximation gets; protocols: "
         + "; ".join(f"**{p.name}**: {p.describe()}" for p in protocols)
         + ". L-BFGS-B runs are restarted while they still move (`tol` = ftol = gtol).")
-    exact = GPR(X, y, kernel=se_kernel())
+    exact = GPR(X, y, kernel=se_kernel(), **AS_GIVEN)
     quiet_fit(exact, cfg.maxiter)
     lml, s2 = exact.log_marginal_likelihood(), exact.noise_variance
     # at Z = X (unperturbed) each objective differs from log p(y) only through the jitter

@@ -26,6 +26,7 @@ import torch
 from ..features import SumOfDeltas
 from ..models import SGPR
 from .common import (
+    AS_GIVEN,
     DEFAULT_DATA_DIR,
     Section,
     copy_kernel,
@@ -90,10 +91,10 @@ def _fit_grid(data: Data, cfg: Config, title: str, fixed: SGPR | None) -> Table:
         for M in cfg.M:
             feature = SumOfDeltas.from_data(X, M, num_deltas=C, seed=0)
             if fixed is None:
-                model = SGPR(X, y, kernel=se(ard=True), inducing_points=feature)
+                model = SGPR(X, y, kernel=se(ard=True), inducing_points=feature, **AS_GIVEN)
             else:
                 model = SGPR(X, y, kernel=copy_kernel(fixed), inducing_points=feature,
-                             noise_variance=fixed.noise_variance)
+                             noise_variance=fixed.noise_variance, **AS_GIVEN)
                 model.freeze("kernel.lengthscale", "kernel.variance", "noise_variance")
             result = quiet_fit(model, cfg.maxiter)
             nlpp, _, rmse = predictive_scores(model, Xs, ys)
@@ -173,7 +174,8 @@ def fixed_hyperparameters(out: Path, cfg: Config, data: Data) -> tuple[Section, 
                   f"(≤ {cfg.reference_maxiter} iterations) are held fixed; only the deltas and "
                   "their weights are fitted, so differences come from the inducing variables "
                   "alone.")
-    reference = SGPR(X, y, kernel=se(ard=True), inducing_points=min(cfg.reference_M, X.shape[0]))
+    reference = SGPR(X, y, kernel=se(ard=True), inducing_points=min(cfg.reference_M, X.shape[0]),
+                     **AS_GIVEN)
     quiet_fit(reference, cfg.reference_maxiter)
     nlpp, _, rmse = predictive_scores(reference, Xs, ys)
     sec.description += (f" Reference model: test RMSE {rmse:.4f}, NLPP {nlpp:.4f}, noise "

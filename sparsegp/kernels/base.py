@@ -107,8 +107,10 @@ class Kernel(Registered, Parameterised, ABC):
         if "variance" in self._unset:
             self._assign("variance", signal_variance)
 
-    def _assign(self, name: str, value: Any) -> None:
-        self.set_value(name, value)
+    def _assign(self, name: str, value: Any, reshape: bool = False) -> None:
+        """`set_value` (in place; `reshape=True` where the shape is meant to change), and the
+        parameter is no longer unset."""
+        self.set_value(name, value, reshape=reshape)
         self._unset.discard(name)
 
     # -- composition ----------------------------------------------------------------------

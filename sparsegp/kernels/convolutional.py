@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..autograd import blockwise_gradients
 from ..checkpointing import blocked
 from ..config import CHUNK_MEMORY_BYTES
 from .base import Kernel, kernel_from_config
@@ -168,16 +169,7 @@ class Convolutional(Kernel):
     def weighted_sum(self, K: Tensor, dim: int) -> Tensor:
         """Σ_s w_gs K[..., g, ..., s, ...] over dimension `dim` (of size S), where dimension 1
         of K holds the group g. Shapes: K [n, G, ...]."""
-        w = self.grouped_weights()
-        if w is None:
-            return K.sum(dim)
-        w = w.to(K.dtype)
-        if dim == K.dim() - 2 and K.dim() >= 4:  # [n, G, …, S, L]: one batched product
-            shape = [1, w.shape[0], *[1] * (K.dim() - 4), 1, w.shape[1]]
-            return (w.reshape(shape) @ K).squeeze(-2)
-        shape = [1] * K.dim()
-        shape[1], shape[dim] = w.shape
-        return (K * w.reshape(shape)).sum(dim)
+        return weighted_sum(K, self.grouped_weights(), dim)
 
     # -- covariances ----------------------------------------------------------------------
     # Blocks of images are evaluated by `checkpointing.blocked`: the Q² base-kernel values per
@@ -220,8 +212,7 @@ class Convolutional(Kernel):
         base = self.base_kernel
         if type(base) is SquaredExponential and not X.requires_grad and torch.is_grad_enabled():
             ell = base._checked_lengthscale(X[:0, :self.patch_dim], None)
-            return _SquaredExponentialDiagonal.apply(self, X, rows, diag, ell,
-                                                     base.value("variance"),
+            return _SquaredExponentialDiagonal.apply(self, X, rows, ell, base.value("variance"),
                                                      self.grouped_weights())
         return blocked(diag, range(0, N, rows), 0, (*self.parameters(), X))
 
@@ -279,27 +270,63 @@ class Convolutional(Kernel):
                 f"patch {h}×{w}, {kind})")
 
 
+def weighted_sum(K: Tensor, w: Tensor | None, dim: int) -> Tensor:
+    """Σ_s w_gs K[..., g, ..., s, ...] over dimension `dim` (of size S), where dimension 1
+    of K holds the group g, for weights w [G, S] (None: all 1). Shapes: K [n, G, ...]."""
+    if w is None:
+        return K.sum(dim)
+    w = w.to(K.dtype)
+    if dim == K.dim() - 2 and K.dim() >= 4:  # [n, G, …, S, L]: one batched product
+        shape = [1, w.shape[0], *[1] * (K.dim() - 4), 1, w.shape[1]]
+        return (w.reshape(shape) @ K).squeeze(-2)
+    shape = [1] * K.dim()
+    shape[1], shape[dim] = w.shape
+    return (K * w.reshape(shape)).sum(dim)
+
+
+def _se_diagonal(kernel: Convolutional, Xb: Tensor, ell: Tensor, var: Tensor,
+                 w: Tensor | None) -> Tensor:
+    """diag K_ff of a block of images [n] for a squared-exponential base kernel, from the
+    tensors given (differentiable in them)."""
+    A = kernel.grouped_patches(Xb)  # [n, G, S, d]
+    n, G, S, d = A.shape
+    K = squared_exponential_exp(A.reshape(-1, S, d), A.reshape(-1, S, d), ell, var)
+    return weighted_sum(weighted_sum(K.reshape(n, G, S, S), w, 2), w, 2).sum(1)
+
+
 class _SquaredExponentialDiagonal(torch.autograd.Function):
     """diag K_ff of a convolutional kernel with a squared-exponential base, in blocks of
     images, with the gradient by hand: per block the patch Gram K [n, G, S, S] is recomputed
     once; with H = ∂d_n w wᵀ ∘ K (symmetric), r its row sums and x̃ = (a − c)/ℓ the scaled
     patches (c each image's centre), ∂w_gs = 2 Σ_n ∂d_n (K w)_gs, ∂σ² = Σ H/σ² and
     ∂ℓ_d = 2 Σ_s (r_s x̃²_sd − x̃_sd (H x̃)_sd)/ℓ_d — one batched product H x̃ instead of an
-    autograd pass over the Q² values per image. Used when the images need no gradient."""
+    autograd pass over the Q² values per image. Used when the images need no gradient.
+    Under `create_graph` (a second derivative to follow, `torch.func.grad`) each block's
+    gradient is taken by autograd instead, with a graph."""
 
     @staticmethod
-    def forward(ctx, kernel: Convolutional, X: Tensor, rows: int, diag: Any, ell: Tensor,
-                var: Tensor, w: Tensor | None) -> Tensor:
+    def forward(kernel: Convolutional, X: Tensor, rows: int, ell: Tensor, var: Tensor,
+                w: Tensor | None) -> Tensor:
+        return torch.cat([_se_diagonal(kernel, X[i:i + rows], ell, var, w)
+                          for i in range(0, X.shape[0], rows)])
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        kernel, X, rows, ell, var, w = inputs
         ctx.kernel, ctx.rows = kernel, rows
         ctx.save_for_backward(X, ell, var, *(() if w is None else (w,)))
-        return torch.cat([diag(i) for i in range(0, X.shape[0], rows)])
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         X, ell, var, *rest = ctx.saved_tensors
         w = rest[0] if rest else None
         kernel = ctx.kernel
+        if torch.is_grad_enabled():  # a graph of the gradient is wanted: autograd
+            gs = blockwise_gradients(
+                lambda i, ell, var, w: _se_diagonal(kernel, X[i:i + ctx.rows], ell, var, w),
+                lambda i: grad[i:i + ctx.rows], range(0, X.shape[0], ctx.rows),
+                (ell, var, w), ctx.needs_input_grad[3:6])
+            return (None, None, None, *gs)
         d = kernel.patch_dim
         ells = ell.expand(d)
         g_ell, g_var = ells.new_zeros(d), var.new_zeros(())
@@ -321,8 +348,7 @@ class _SquaredExponentialDiagonal(torch.autograd.Function):
             g_ell += 2.0 * half_distance_sums(H, Xs, Xs)
             g_var += H.sum()
         g_ell = g_ell / ells
-        return (None, None, None, None, g_ell.sum() if ell.dim() == 0 else g_ell, g_var / var,
-                gw)
+        return (None, None, None, g_ell.sum() if ell.dim() == 0 else g_ell, g_var / var, gw)
 
 
 def _budget_elements(A: Tensor) -> int:

@@ -52,7 +52,7 @@ class Periodic(Stationary):
         # the variance has a data-based start; unset ones stay at 1 (one per input with ARD).
         Kernel.initialise_from_data(self, X, signal_variance)
         if "lengthscale" in self._unset and self.ard:
-            self._assign("lengthscale", torch.ones(X.shape[1], dtype=X.dtype))
+            self._assign("lengthscale", torch.ones(X.shape[1], dtype=X.dtype), reshape=True)
 
     def _features(self, X: Tensor, ell: Tensor) -> Tensor:
         angle = (2.0 * math.pi) * X / self.value("period")

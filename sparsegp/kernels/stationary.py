@@ -144,7 +144,8 @@ class Stationary(Kernel):
             # between two points in D dimensions is a few lengthscales.
             std = X.std(0) if X.shape[0] > 1 else torch.ones(X.shape[1], dtype=X.dtype)
             std = torch.where(std > 0, std, torch.ones_like(std)) * math.sqrt(X.shape[1])
-            self._assign("lengthscale", std if self.ard else std.mean())
+            # ARD: the scalar default becomes one lengthscale per input column
+            self._assign("lengthscale", std if self.ard else std.mean(), reshape=self.ard)
 
     def config(self) -> dict[str, Any]:
         cfg = super().config()

@@ -38,8 +38,8 @@ class Gaussian(Likelihood):
         [1.1, 1.1, 1.1]
         >>> X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
         >>> model = sg.SVGP(X, torch.sin(6 * X[:, 0]), likelihood=lik, inducing_points=5)
-        >>> model.predict_y(X[:3])[1].shape
-        (3,)
+        >>> model.predict_y(X[:3])[1].shape  # a tensor in, tensors out
+        torch.Size([3])
     """
 
     bounded_curvature = True

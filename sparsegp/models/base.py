@@ -8,9 +8,10 @@ the only place where a model's structure (parameters, buffers, options) is decla
 
 A model owns its parameters and data, calls a pure objective from `objectives/`, and builds a
 frozen posterior value. The posterior is cached under a key of *all* the state it depends on
-(every parameter and buffer: values through their version counters, identity, shape, dtype,
-device; the training data and, e.g., EP sites included), so any change — by `fit`, a torch
-optimiser, a setter, a site update or new data — makes the next prediction build it anew.
+(every parameter and buffer: their values — exact copies, checksums of the data-sized ones —,
+version counters, identity, shape, dtype, device; the training data and, e.g., EP sites
+included: `StateKey`), so any change — by `fit`, a torch optimiser, a setter, `.data` or a
+numpy view, a site update or new data — makes the next prediction build it anew.
 
 Parameters, stored data and factorisations are float64 whatever the data's dtype
 (`config.PARAMETER_DTYPE`); `model.dtype` is the dtype of the heavy work and of the outputs.
@@ -23,7 +24,6 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import chain
 from pathlib import Path
 from typing import Any, overload
 
@@ -66,6 +66,8 @@ from ..validation import (
 from .classes import MODELS
 from .dtypes import DtypeModule, dtype_name
 from .persistence import save_model
+from .predictions import Predicting, prediction_inputs
+from .state import StateKey, state_key
 
 #: The modules a model may own, each rebuilt from its own entry of the config on `load`.
 PARTS: dict[str, Registry] = {"kernel": Kernel.registry, "feature": InducingFeature.registry,
@@ -100,22 +102,12 @@ def signal_variance(y: Tensor) -> float:
 NOISE_FRACTION = 0.1
 
 
-def state_key(module: torch.nn.Module) -> tuple:
-    """Identity, version, storage, shape, dtype and device of every parameter and buffer:
-    any in-place change (optimiser step, `copy_`, index assignment) bumps a version, any
-    replacement changes the identity."""
-    return tuple(
-        (name, id(t), t._version, t.data_ptr(), tuple(t.shape), t.dtype, t.device)
-        for name, t in chain(module.named_parameters(), module.named_buffers())
-    )
-
-
 def _trailing_shape(y: Any) -> str:
     """y's shape after the rows, as '[N]' or '[N, P]'."""
     return "[" + ", ".join(["N", *(str(n) for n in tuple(np.shape(y))[1:])]) + "]"
 
 
-class Model(Registered, DtypeModule, ABC):
+class Model(Predicting, Registered, DtypeModule, ABC):
     """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
 
     registry = MODELS
@@ -239,7 +231,7 @@ class Model(Registered, DtypeModule, ABC):
         self.register_buffer("x_scale", torch.ones(D, dtype=PARAMETER_DTYPE))
         self.register_buffer("X", None, persistent=False)
         self.register_buffer("y", None, persistent=False)
-        self._cache: tuple[Posterior, tuple] | None = None
+        self._cache: tuple[Posterior, StateKey] | None = None
         self.metadata: dict[str, Any] = {}
 
     def _initialise(self, **arguments: Any) -> None:
@@ -369,9 +361,11 @@ class Model(Registered, DtypeModule, ABC):
         self._cache = (post, state_key(self))
 
     def _internal_inputs(self, Xnew: Any, name: str = "Xnew") -> Tensor:
+        """Xnew in the model's internal (standardised) units, float64; a tensor keeps its
+        graph (see `predictions`)."""
         check_columns(Xnew, self.feature_names, name)
-        X = as_inputs(Xnew, name, num_features=self.input_dim, dtype=self.dtype, device=self.device)
-        return (X.to(PARAMETER_DTYPE) - self.x_shift) / self.x_scale
+        X = prediction_inputs(Xnew, name, self.input_dim, self.dtype, self.device)
+        return (X - self.x_shift) / self.x_scale
 
     @overload
     def _output(self, a: Tensor, b: Tensor, /) -> tuple[np.ndarray, np.ndarray]: ...

@@ -86,6 +86,9 @@ class BayesianGPLVM(LatentInputModel):
         config = {"num_data": N, "output_dim": D, "latent_dim": Q,
                   "jitter": check_jitter(jitter), "chunk_size": check_chunk_size(chunk_size),
                   "quadrature_points": quadrature_points, "dtype": dtype_name(dtype)}
+        if noise_variance is not None and (noise_variance.numel() if isinstance(
+                noise_variance, Tensor) else np.size(noise_variance)) > 1:
+            config["noise_per_output"] = True  # one noise variance per column of Y
         self._build(config, {"kernel": kernel, "feature": feature})
         self.to(device)
         Y = Y.to(device)
@@ -116,7 +119,8 @@ class BayesianGPLVM(LatentInputModel):
         self._add_free("X_mean", torch.zeros(N, Q, dtype=PARAMETER_DTYPE))
         self._add_positive("X_variance", torch.ones(N, Q, dtype=PARAMETER_DTYPE), POSITIVE_FLOOR,
                            max_dim=2)
-        self._add_positive("noise_variance", 1.0, NOISE_FLOOR)
+        self._add_positive("noise_variance", torch.ones(D, dtype=PARAMETER_DTYPE)
+                           if config.get("noise_per_output") else 1.0, NOISE_FLOOR)
         self.register_buffer("y_shift", torch.zeros(D, dtype=PARAMETER_DTYPE))  # y: Y − y_shift
 
     # -- what users read ------------------------------------------------------------------
@@ -179,19 +183,19 @@ class BayesianGPLVM(LatentInputModel):
     def _minibatches(self) -> nn.Module:
         return _MinibatchBound(self)
 
-    def predict(self, Xlatent: Any, include_noise: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance [N*, D] of f (or y with `include_noise`) at latent points [N*, Q]."""
-        X = check_finite(as_tensor(Xlatent, "Xlatent"), "Xlatent").to(PARAMETER_DTYPE)
-        if X.dim() != 2 or X.shape[1] != self.latent_dim or X.shape[0] == 0:
-            raise ValueError(f"Xlatent must have shape [N*, {self.latent_dim}] (latent_dim "
-                             f"columns, at least one row); got {tuple(X.shape)}")
-        post = self.posterior()
-        mean, var = post.predict_f(X.to(self.device))
-        D = self._config["output_dim"]
-        mean, var = mean.reshape(-1, D), var.reshape(X.shape[0], -1).expand(-1, D)
-        if include_noise:
-            var = var + post.noise_variance
-        return (self._out(mean + self.y_shift), self._out(var))
+    input_name = "Xlatent"
+
+    @property
+    def input_dim(self) -> int:
+        return self.latent_dim
+
+    def _output_shift(self) -> Tensor:
+        return self.y_shift
+
+    def predict(self, Xlatent: Any, include_noise: bool = False) -> tuple[Any, Any]:
+        """Mean and variance [N*, D] of f (or y with `include_noise`) at latent points [N*, Q]
+        (`predict_f` / `predict_y`)."""
+        return (self.predict_y if include_noise else self.predict_f)(Xlatent)
 
     # -- new points -----------------------------------------------------------------------
     def transform(self, Ynew: Any, maxiter: int = 200) -> tuple[np.ndarray, np.ndarray]:

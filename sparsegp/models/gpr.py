@@ -20,6 +20,10 @@ class GPR(GPModel):
     unset hyperparameters start from the data (lengthscales from the input spread, signal
     variance var(y), noise var(y)/10). `jitter` (relative to the mean diagonal of K + σ²I)
     is 0 by default: the noise keeps the matrix positive definite.
+    By default y is standardised inside (`standardize_y=True`): predictions, `noise_variance`
+    and the objectives are in the units of y, the kernel's variance is relative to var(y);
+    `standardize_y=False` models y as given. X is taken as given (`standardize_X=True`
+    standardises its columns, and the lengthscales are then in their standard deviations).
     Shapes: `predict(Xnew [N*, D])` -> mean `[N*]`, var `[N*]` (numpy; `full_cov=True`: the
     covariance `[N*, N*]`).
 
@@ -41,7 +45,7 @@ class GPR(GPModel):
     def __init__(
         self, X: Any, y: Any, kernel: Kernel | None = None, noise_variance: Any = None, *,
         noise_groups: Any = None, mean: Any = None, jitter: float = 0.0,
-        standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
+        standardize_X: bool = False, standardize_y: bool = True, dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          noise_variance=noise_variance, noise_groups=noise_groups, mean=mean,

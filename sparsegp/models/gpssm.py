@@ -228,11 +228,16 @@ class GPSSM(LatentInputModel):
                              f"{tuple(X.shape)}")
         return X.to(self.device)
 
-    def transition(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance [N*, Q] of f(x) under q(f) at states X [N*, Q]."""
-        Q = self._config["state_dim"]
-        mean, var = self.posterior().predict_f(self._states_input(X))
-        return self._out(mean.reshape(-1, Q)), self._out(var.reshape(-1, Q))
+    input_name = "X"  # states
+
+    @property
+    def input_dim(self) -> int:
+        return int(self._config["state_dim"])
+
+    def transition(self, X: Any) -> tuple[Any, Any]:
+        """Mean and variance [N*, Q] of f(x) under q(f) at states X [N*, Q] (`predict_f`:
+        `predict_y` adds the process noise, the predictive of x_{t+1} given x_t = X)."""
+        return self.predict_f(X)
 
     def sample_posterior(self, num_samples: int = 200, *, burn_in: int = 100,
                          particles: int = 20, seed: int = 0, progress: bool | None = None

@@ -53,6 +53,10 @@ class KISSGP(GPModel):
     per step, an unbiased gradient). Predictions: mean by CG, variances by `lanczos_rank`
     Lanczos steps (LOVE; exact for a rank ≥ N, conservative below). Inputs beyond the grid
     (the training inputs' range and 10% of it on each side) are refused.
+    By default y is standardised inside (`standardize_y=True`): predictions, `noise_variance`
+    and the objectives are in the units of y, the kernel's variance is relative to var(y);
+    `standardize_y=False` models y as given. X is taken as given (`standardize_X=True`
+    standardises its columns, and the lengthscales are then in their standard deviations).
     Shapes: X [N, D], y [N]; `predict(Xnew [N*, D])` -> mean, var `[N*]` (numpy).
 
     Example:
@@ -75,7 +79,7 @@ class KISSGP(GPModel):
                  noise_variance: Any = None, *, num_probes: int = 10,
                  preconditioner_rank: int = 50, cg_tolerance: float = 1e-6,
                  max_cg_iterations: int = 1000, lanczos_rank: int = 200, seed: int = 0,
-                 mean: Any = None, standardize_X: bool = False, standardize_y: bool = False,
+                 mean: Any = None, standardize_X: bool = False, standardize_y: bool = True,
                  dtype: torch.dtype | None = None) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          grid_size=grid_size, noise_variance=noise_variance,
@@ -218,6 +222,8 @@ class KISSGP(GPModel):
         iterations = 50.0
         return iterations * (self._config["num_probes"] + 1) * (self.num_data * 4**len(self.sizes)
                                                                  + 10 * G)
+
+    tracks_parameters = False  # the Lanczos run updates in place: gradients reach inputs only
 
     def _build_posterior(self) -> InterpolatedPosterior:
         g = self.grid()

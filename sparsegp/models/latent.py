@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.distributions import Normal
 
 from ..config import NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
@@ -37,10 +38,12 @@ from ..validation import (
     positive_int,
     seeded_generator,
 )
-from .base import PARTS, state_key
+from .base import PARTS
 from .classes import MODELS
 from .dtypes import DtypeModule
 from .persistence import save_model
+from .predictions import Predicting, prediction_inputs
+from .state import StateKey, state_key
 
 
 def outputs(Y: Any, name: str = "Y", min_rows: int = 2) -> Tensor:
@@ -115,7 +118,7 @@ def check_output_scale(signal: float, default_noise: bool, model: str) -> None:
     warnings.warn(f"{model}: badly scaled data: {advice}", ScaleWarning, stacklevel=3)
 
 
-class LatentInputModel(Registered, DtypeModule, ABC):
+class LatentInputModel(Predicting, Registered, DtypeModule, ABC):
     """Base of the random-input models; subclasses give the bound and the optimal q(u)."""
 
     registry = MODELS
@@ -130,7 +133,7 @@ class LatentInputModel(Registered, DtypeModule, ABC):
         self.feature = parts["feature"].to(dtype=PARAMETER_DTYPE)
         self.register_buffer("X", None, persistent=False)  # no observed inputs
         self.register_buffer("y", None, persistent=False)
-        self._cache: tuple[SparsePosterior, tuple] | None = None
+        self._cache: tuple[SparsePosterior, StateKey] | None = None
         self.metadata: dict[str, Any] = {}
 
     @abstractmethod
@@ -235,12 +238,72 @@ class LatentInputModel(Registered, DtypeModule, ABC):
             return self._cache[0]
         self._require_data()
         with torch.no_grad():
-            L, used = Kuu_cholesky(self.feature, self.kernel, self.jitter)
-            sums, noise = self._q_statistics()
-            post = SparsePosterior(self.kernel, self.feature, L, optimal_q(sums, L, noise),
-                                   noise, used)
+            post = self._build_posterior()
         self._cache = (post, key)
         return post
+
+    def _build_posterior(self) -> SparsePosterior:
+        L, used = Kuu_cholesky(self.feature, self.kernel, self.jitter)
+        sums, noise = self._q_statistics()
+        return SparsePosterior(self.kernel, self.feature, L, optimal_q(sums, L, noise), noise,
+                               used)
+
+    # -- prediction ---------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def input_dim(self) -> int:
+        """The width of the inputs of the mapping that is predicted (latent points, states)."""
+
+    def _output_shift(self) -> Tensor | float:
+        """What is added to the predicted mean (the centring of the outputs; 0 here)."""
+        return 0.0
+
+    #: what the inputs of predictions are called in messages
+    input_name = "Xnew"
+
+    def _internal_inputs(self, Xnew: Any, name: str = "Xnew") -> Tensor:
+        return prediction_inputs(Xnew, self.input_name, self.input_dim, self.dtype, self.device)
+
+    def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[Any, Any]:
+        """Mean [N*, D] and variance [N*, D] (covariance [D, N*, N*] with `full_cov`) of the
+        mapping f at inputs [N*, Q]: numpy in, numpy out; a tensor in, differentiable tensors
+        out."""
+        with self._predicting(Xnew) as call:
+            mean, var = call.posterior.predict_f(call.X, full_cov)
+            D = mean.shape[1] if mean.dim() == 2 else 1
+            mean = mean.reshape(call.X.shape[0], D)
+            if full_cov:
+                var = var.reshape(-1, call.X.shape[0], call.X.shape[0]).expand(D, -1, -1)
+            else:
+                var = var.reshape(call.X.shape[0], -1).expand(-1, D)
+            return call.out(mean + self._output_shift(), var)
+
+    def predict_y(self, Xnew: Any, full_cov: bool = False) -> tuple[Any, Any]:
+        """As `predict_f`, with the Gaussian noise added: the predictive of the outputs."""
+        with self._predicting(Xnew) as call:
+            mean, var = call.posterior.predict_f(call.X, full_cov)
+            n = call.X.shape[0]
+            D = mean.shape[1] if mean.dim() == 2 else 1
+            noise = call.posterior.noise_variance.to(mean.dtype).expand(D)
+            if full_cov:
+                var = var.reshape(-1, n, n).expand(D, -1, -1) + noise[:, None, None] * torch.eye(
+                    n, dtype=var.dtype, device=var.device)
+            else:
+                var = var.reshape(n, -1).expand(-1, D) + noise
+            return call.out(mean.reshape(n, D) + self._output_shift(), var)
+
+    def predict_log_density(self, Xnew: Any, ynew: Any) -> Any:
+        """log p(y* | data) [N*, D] of outputs ynew [N*, D] at inputs Xnew [N*, Q] (the
+        Gaussian predictive of each output)."""
+        mean, var = self.predict_y(Xnew)
+        tensor = isinstance(mean, Tensor)
+        m, v = (t if tensor else torch.from_numpy(t) for t in (mean, var))
+        y = (ynew.to(m.dtype) if isinstance(ynew, Tensor)
+             else torch.as_tensor(np.asarray(ynew, dtype=np.float64), dtype=m.dtype))
+        if tuple(y.shape) != tuple(m.shape):
+            raise ValueError(f"ynew must have shape {list(m.shape)}; got {list(y.shape)}")
+        out = Normal(m, v.sqrt()).log_prob(y.to(m.device))
+        return out if tensor else out.numpy()
 
     # -- persistence ----------------------------------------------------------------------
     def config(self) -> dict[str, Any]:

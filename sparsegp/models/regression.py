@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
+from torch.distributions import Normal
 
 from .. import distributed
 from ..config import NOISE_FLOOR, PARAMETER_DTYPE
@@ -19,26 +19,26 @@ from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value, at_least_above
 from ..training import FitResult
 from ..validation import as_output_targets, as_targets, target_scale_problems
-from .base import NOISE_FRACTION, Model, nonzero
+from .base import NOISE_FRACTION, Model
+from .units import TargetUnits
 
 
-class GPModel(Model):
+class GPModel(TargetUnits, Model):
     """A GP regression model with Gaussian noise; see `GPR` and `SGPR`.
 
-    With `standardize_y` the model works on (y − mean)/std; predictions, the noise variance
-    and the objectives are reported in the units of y.
+    With `standardize_y` (the default) the model works on (y − mean)/std (`TargetUnits`);
+    predictions, the noise variance and the objectives are reported in the units of y, while
+    the kernel's (and a prior mean's) parameters live in those internal units.
     """
 
     #: y may have P output columns (independent outputs sharing kernel, inducing variables and
     #: noise; NaN marks a missing output): SGPR says yes
     multi_output = False
 
-    y_shift: Tensor  # buffers: y is stored as (y − y_shift)/y_scale
-    y_scale: Tensor
     noise_codes: Tensor | None  # buffer [N]: the noise variance of every point, or None
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
-                         standardize_y: bool = False, noise_variance: Any = None,
+                         standardize_y: bool = True, noise_variance: Any = None,
                          noise_groups: Any = None, mean: Any = None, **arguments: Any
                          ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         if self.multi_output:
@@ -46,42 +46,17 @@ class GPModel(Model):
         else:
             y = as_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
         noise, codes = noise_structure(noise_variance, noise_groups, n)
-        if y.dim() == 2:
-            y_mean, y_std = self._output_moments(y, noise, mean)
-        else:
-            y_mean, y_std = self._moments(y)
-        shift = y_mean if standardize_y else torch.zeros_like(y_mean)
-        scale = nonzero(y_std) if standardize_y else torch.ones_like(y_std)
-        buffers = {"y_shift": shift, "y_scale": scale}
+        buffers = self._target_units(y, standardize_y, noise, mean)
+        targets = self._in_target_units(y, buffers)
         if codes is not None:
             buffers["noise_codes"] = codes
         config: dict[str, Any] = {"noise": noise}
         if y.dim() == 2:
             config["num_outputs"] = y.shape[1]
-        return (y - shift) / scale, buffers, config
-
-    def _output_moments(self, y: Tensor, noise: dict[str, Any], mean: Any
-                        ) -> tuple[Tensor, Tensor]:
-        """Several outputs: the mean of each column's observed values [P] and one pooled
-        standard deviation [] (the outputs share one noise variance, so one unit of y)."""
-        if noise:
-            raise ValueError("several output columns share one noise variance: noise_groups "
-                             "and a noise_variance per point take one output")
-        if not isinstance(as_mean(mean), Zero):
-            raise ValueError("a prior mean takes one output; with several output columns use "
-                             "standardize_y=True to remove each column's offset")
-        if self.shards_data and is_distributed() and bool(torch.isnan(y).any()):
-            raise ValueError("missing outputs (NaN in y) are not supported with data sharded "
-                             "over torch.distributed ranks")
-        observed = ~torch.isnan(y)
-        count = observed.sum(0)
-        col_mean = torch.where(observed, y, 0.0).sum(0) / count
-        dev = torch.where(observed, y - col_mean, 0.0)
-        pooled = (dev * dev).sum() / (count.sum() - y.shape[1]).clamp_min(1)
-        return col_mean, torch.sqrt(pooled)
+        return targets, buffers, config
 
     def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *,
-                               standardize_y: bool = False, mean: Any = None, **arguments: Any
+                               standardize_y: bool = True, mean: Any = None, **arguments: Any
                                ) -> list[str]:
         # a prior mean other than zero takes the offset (None and Zero() leave it to the GP)
         zero_mean = isinstance(as_mean(mean), Zero)
@@ -92,25 +67,9 @@ class GPModel(Model):
         return [f"output {p}: {problem}" for p in range(y.shape[1])
                 for problem in target_scale_problems(y[~torch.isnan(y[:, p]), p], zero_mean)]
 
-    @property
-    def num_outputs(self) -> int:
-        """P: the output columns of y (1 for y [N])."""
-        return int(self._config.get("num_outputs") or 1)
-
-    def num_targets(self) -> int:
-        """The observed target values: N, or N·P less the missing ones for several outputs."""
-        if self.num_outputs == 1:
-            return self.num_data
-        if self.y is None:
-            raise RuntimeError("the number of observed targets needs the training data")
-        return int((~torch.isnan(self.y)).sum())
-
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
-        P = config.get("num_outputs")  # the outputs' offsets; one unit of y for all
-        self.register_buffer("y_shift", torch.zeros(() if P is None else (P,),
-                                                    dtype=PARAMETER_DTYPE))
-        self.register_buffer("y_scale", torch.ones((), dtype=PARAMETER_DTYPE))
+        self._declare_target_units(config.get("num_outputs"))  # a shift per output, one scale
         # σ² (one), or one per group of points (`noise_groups`), or one per point (known,
         # heteroscedastic: frozen); `noise_codes` [N] maps points to them
         noise = config.get("noise") or {}
@@ -180,10 +139,6 @@ class GPModel(Model):
     def noise_variance(self, v: Any) -> None:
         self.set_value("noise_variance", self._noise_to_internal(v))
 
-    def _objective_offset(self) -> float:
-        # log p(y) = log p(y_std) − N log s_y: objectives in the units of y.
-        return -self.num_targets() * math.log(float(self.y_scale))
-
     def log_marginal_likelihood(self) -> float:
         """The objective being maximised (exact log evidence, bound or PEP energy), as a float."""
         self._require_data()
@@ -236,7 +191,7 @@ class GPModel(Model):
 
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False, *,
                 noise_variance: Any = None, noise_groups: Any = None,
-                full_output_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                full_output_cov: bool = False) -> tuple[Any, Any]:
         """Posterior mean [N*] and variance [N*] (or covariance [N*, N*]) at Xnew [N*, D];
         with P outputs, [N*, P] and [N*, P] (or one covariance per output, [P, N*, N*]), and
         with `full_output_cov` the [P, P] covariance of the outputs at each point [N*, P, P]
@@ -245,42 +200,41 @@ class GPModel(Model):
         Latent f* by default; `include_noise=True` gives the predictive of noisy y*. A model
         whose noise differs per point needs the noise of the new points then: their known
         `noise_variance` (a number or [N*], units of y), or their `noise_groups` labels (for a
-        model fitted with `noise_groups`). Returned as numpy arrays in the units of y.
+        model fitted with `noise_groups`). In the units of y: numpy arrays for numpy inputs,
+        differentiable torch tensors for a tensor Xnew (see `sparsegp.models.predictions`).
         """
-        Xs = self._internal_inputs(Xnew)
-        post = self.posterior()
-        if full_output_cov:
-            return self._predict_output_cov(Xs, full_cov, include_noise)
-        with torch.no_grad():
-            mean, var = post.predict_f(Xs, full_cov)
-            if include_noise:
-                noise = self._new_noise(Xs.shape[0], noise_variance, noise_groups).to(var.dtype)
-                var = var + (torch.diag_embed(noise.expand(Xs.shape[0])) if full_cov else noise)
-        s = self.y_scale
-        return self._output(mean * s + self.y_shift, var * s * s)
+        with self._predicting(Xnew) as call:
+            if full_output_cov:
+                mean, var = self._predict_output_cov(call, full_cov, include_noise)
+            else:
+                mean, var = call.posterior.predict_f(call.X, full_cov)
+                if include_noise:
+                    n = call.X.shape[0]
+                    noise = self._new_noise(n, noise_variance, noise_groups).to(var.dtype)
+                    var = var + (torch.diag_embed(noise.expand(n)) if full_cov else noise)
+            s = self.y_scale
+            return call.out(mean * s + self.y_shift, var * s * s)
 
-    def _predict_output_cov(self, Xs: Tensor, full_cov: bool, include_noise: bool
-                            ) -> tuple[np.ndarray, np.ndarray]:
+    def _predict_output_cov(self, call: Any, full_cov: bool, include_noise: bool
+                            ) -> tuple[Tensor, Tensor]:
         """Mean [N*, P] and the [P, P] covariance of the outputs at each point [N*, P, P]
         (diagonal for independent outputs; W diag(·) Wᵀ plus the posterior's coupling for the
-        linear model of coregionalisation)."""
+        linear model of coregionalisation), internal units."""
         if full_cov:
             raise ValueError("full_cov (over the points) and full_output_cov (over the outputs "
                              "at each point) cannot both be asked for")
         if self.num_outputs == 1:
             raise ValueError("full_output_cov needs a model of several outputs, y [N, P]")
-        post = self.posterior()
-        with torch.no_grad():
-            if hasattr(post, "predict_output_cov"):
-                mean, cov = post.predict_output_cov(Xs)
-            else:
-                mean, var = post.predict_f(Xs)
-                cov = torch.diag_embed(var)
-            if include_noise:
-                cov = cov + self.value("noise_variance").detach() * torch.eye(
-                    cov.shape[-1], dtype=cov.dtype, device=cov.device)
-        s = self.y_scale
-        return self._output(mean * s + self.y_shift, cov * s * s)
+        post = call.posterior
+        if hasattr(post, "predict_output_cov"):
+            mean, cov = post.predict_output_cov(call.X)
+        else:
+            mean, var = post.predict_f(call.X)
+            cov = torch.diag_embed(var)
+        if include_noise:
+            cov = cov + self.value("noise_variance") * torch.eye(
+                cov.shape[-1], dtype=cov.dtype, device=cov.device)
+        return mean, cov
 
     def _new_noise(self, n: int, noise_variance: Any, noise_groups: Any) -> Tensor:
         """σ² at n new points, internal units: the model's, or the given values or groups."""
@@ -297,7 +251,7 @@ class GPModel(Model):
                                  f"{self.noise_groups}; got {len(labels)} labels"
                                  + (f", unknown {unknown[:3]}" if unknown else ""))
             codes = torch.as_tensor([index[g] for g in labels], device=self.device)
-            return self.value("noise_variance").detach()[codes]
+            return self.value("noise_variance")[codes]
         if noise_variance is not None:
             v = torch.as_tensor(np.asarray(noise_variance, dtype=np.float64), dtype=PARAMETER_DTYPE,
                                 device=self.device)
@@ -310,16 +264,27 @@ class GPModel(Model):
             raise ValueError("this model's noise differs per point: predicting noisy y* needs "
                              "the noise of the new points (noise_variance=..., or noise_groups="
                              "... for a model fitted with noise_groups)")
-        return self.value("noise_variance").detach()
+        return self.value("noise_variance")
 
-    def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of the latent f* (numpy)."""
-        return self.predict(Xnew, full_cov)
+    def predict_f(self, Xnew: Any, full_cov: bool = False, **options: Any) -> tuple[Any, Any]:
+        """Mean and variance (or covariance) of the latent f*; see `predict`."""
+        return self.predict(Xnew, full_cov, **options)
 
-    def predict_y(self, Xnew: Any, full_cov: bool = False, **noise: Any
-                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of noisy observations y* (numpy); `noise` as in `predict`."""
-        return self.predict(Xnew, full_cov, include_noise=True, **noise)
+    def predict_y(self, Xnew: Any, full_cov: bool = False, **options: Any) -> tuple[Any, Any]:
+        """Mean and variance (or covariance) of noisy observations y*; `options` (the new
+        points' noise, `full_output_cov`) as in `predict`."""
+        return self.predict(Xnew, full_cov, include_noise=True, **options)
+
+    def predict_log_density(self, Xnew: Any, ynew: Any, **noise: Any) -> Any:
+        """log p(y* | data) at each test point [N*] (one per output [N*, P] for several,
+        NaN where y* is missing), in the units of y: the Gaussian predictive of y*
+        (`predict_y`) at its observed value. `noise` as in `predict`."""
+        mean, var = self.predict_y(Xnew, **noise)
+        tensor = isinstance(mean, Tensor)
+        m, v = (t if tensor else torch.from_numpy(t) for t in (mean, var))
+        y = _new_targets(ynew, tuple(m.shape), m)
+        out = Normal(m, v.sqrt()).log_prob(y)
+        return out if tensor else out.numpy()
 
     def data_extras(self) -> dict[str, Tensor]:
         """The noise group (or point) of every data point, saved with the data."""
@@ -344,6 +309,19 @@ def noise_structure(noise_variance: Any, noise_groups: Any, n: int
         raise ValueError(f"noise_variance must be a number or one value per data point "
                          f"({n},); got shape {shape}")
     return {"points": n}, torch.arange(n)
+
+
+def _new_targets(ynew: Any, shape: tuple[int, ...], like: Tensor) -> Tensor:
+    """Targets of the test points shaped as the predictions (a column [N*, 1] taken as [N*];
+    NaN allowed: it marks a missing output and gives NaN)."""
+    y = ynew.to(like.dtype) if isinstance(ynew, Tensor) else torch.as_tensor(
+        np.asarray(ynew, dtype=np.float64), dtype=like.dtype)
+    if y.dim() == 2 and y.shape[1] == 1 and len(shape) == 1:
+        y = y[:, 0]
+    if tuple(y.shape) != shape:
+        raise ValueError(f"ynew must have shape {list(shape)} (one target per prediction); "
+                         f"got {list(y.shape)}")
+    return y.to(like.device)
 
 
 def _short(value: Any) -> str:

@@ -6,9 +6,9 @@ import numbers
 from collections.abc import Callable
 from typing import Any, cast
 
-import numpy as np
 import torch
 from torch import Tensor
+from torch.distributions import Distribution
 
 from .. import covariances as cov
 from ..chunking import auto_chunk_size, check_chunk_size
@@ -27,6 +27,8 @@ from ..training.options import DEFAULT_LR, warn_unused
 from ..validation import as_tensor, check_finite
 from .base import Model
 from .inducing import InducingMixin, resolve_feature
+from .labels import binary_classes, predicted_labels
+from .predictions import label_distribution
 
 
 class SGPC(InducingMixin, Model):
@@ -100,11 +102,7 @@ class SGPC(InducingMixin, Model):
         labels = parts["likelihood"].check_targets(t.to(PARAMETER_DTYPE))
         if isinstance(parts["likelihood"], Bernoulli):
             parts["likelihood"].require_both_classes(labels)
-        # the labels' convention: bool labels predict as bools, ±1 as ±1, else 0/1
-        boolean = (y.dtype == torch.bool if isinstance(y, Tensor)
-                   else np.asarray(y).dtype == np.bool_)
-        classes = [False, True] if boolean else [-1, 1] if bool((t < 0).any()) else [0, 1]
-        return labels, {}, {"classes": classes}
+        return labels, {}, {"classes": binary_classes(y, t)}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
@@ -281,26 +279,42 @@ class SGPC(InducingMixin, Model):
                                torch.zeros((), dtype=L.dtype, device=L.device), used,
                                self.prior_mean())
 
-    def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance (or covariance) of the latent f* (numpy)."""
-        Xs = self._internal_inputs(Xnew)
-        with torch.no_grad():
-            mean, var = self.posterior().predict_f(Xs, full_cov)
-        return self._output(mean, var)
+    def predict_f(self, Xnew: Any, full_cov: bool = False) -> tuple[Any, Any]:
+        """Mean and variance (or covariance) of the latent f*: numpy in, numpy out; a tensor
+        in, differentiable tensors out."""
+        with self._predicting(Xnew) as call:
+            return call.out(*call.posterior.predict_f(call.X, full_cov))
 
-    def predict_y(self, Xnew: Any) -> tuple[np.ndarray, np.ndarray]:
+    def predict_y(self, Xnew: Any) -> tuple[Any, Any]:
         """Mean and variance of y* (for Bernoulli: p(y* = 1) and p(1 − p))."""
-        Xs = self._internal_inputs(Xnew)
-        with torch.no_grad():
-            mean, var = self.posterior().predict_f(Xs)
-            m, v = self.likelihood.predict_mean_and_var(mean, var)
-        return self._output(m, v)
+        with self._predicting(Xnew) as call:
+            mean, var = call.posterior.predict_f(call.X)
+            return call.out(*self.likelihood.predict_mean_and_var(mean, var))
 
-    def predict_proba(self, Xnew: Any) -> np.ndarray:
+    def predict_proba(self, Xnew: Any) -> Any:
         """P(y* = 1) [N*] (probit: Φ(m*/√(1 + v*)))."""
         return self.predict_y(Xnew)[0]
 
-    def predict(self, Xnew: Any) -> np.ndarray:
+    def predict(self, Xnew: Any) -> Any:
         """Predicted labels [N*], in the label values of the training data."""
-        lo, hi = self.classes
-        return np.where(self.predict_proba(Xnew) > 0.5, hi, lo)
+        return predicted_labels(self.predict_proba(Xnew), self.classes)
+
+    def predict_log_density(self, Xnew: Any, ynew: Any) -> Any:
+        """log p(y* | data) at each test point [N*]: the log predictive probability of the
+        label y* (in the training labels' convention)."""
+        with self._predicting(Xnew) as call:
+            mean, var = call.posterior.predict_f(call.X)
+            y = as_tensor(ynew.detach() if isinstance(ynew, Tensor) else ynew, "ynew",
+                          device=self.device)
+            y = check_finite(y.reshape(-1), "ynew").to(PARAMETER_DTYPE)
+            if y.shape[0] != mean.shape[0]:
+                raise ValueError(f"ynew must have one label per row of Xnew ({mean.shape[0]}); "
+                                 f"got {y.shape[0]}")
+            y = self.likelihood.check_targets(y)
+            return call.out(self.likelihood.predict_log_density(mean, var, y))[0]
+
+    def _observed_distribution(self, Xnew: Any, full_cov: bool) -> Distribution:
+        if full_cov:
+            raise ValueError("the labels' predictive has no covariance over the points")
+        p = self.predict_proba(Xnew)
+        return label_distribution(p if isinstance(p, Tensor) else torch.from_numpy(p))

@@ -64,6 +64,10 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
     the N·M² work (kernel matrices, products, triangular solves) in float32, e.g. on a GPU,
     while the parameters and the M×M factorisations stay in float64; expect ~1e-6 relative
     accuracy, and worse for FITC/PEP when Kuu is ill-conditioned.
+    By default y is standardised inside (`standardize_y=True`): predictions, `noise_variance`
+    and the objectives are in the units of y, the kernel's variance is relative to var(y);
+    `standardize_y=False` models y as given. X is taken as given (`standardize_X=True`
+    standardises its columns, and the lengthscales are then in their standard deviations).
     Shapes: `predict(Xnew [N*, D])` -> mean, var `[N*]` (numpy); `inducing_points` [M, D].
 
     Example:
@@ -94,7 +98,7 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         blocks: Any = None, noise_groups: Any = None, mean: Any = None, mixing: Any = None,
         jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0,
-        standardize_X: bool = False, standardize_y: bool = False, dtype: torch.dtype | None = None,
+        standardize_X: bool = False, standardize_y: bool = True, dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          inducing_points=inducing_points, approximation=approximation,

@@ -96,6 +96,10 @@ class RFF(GPModel):
     """Random Fourier features: `num_features` R spectral pairs drawn from the kernel's spectral
     density (SE, Matérn 1/2, 3/2, 5/2) with `seed`, fixed; the kernel's hyperparameters and the
     noise are fitted on the evidence of Bayesian linear regression in the 2R features.
+    By default y is standardised inside (`standardize_y=True`): predictions, `noise_variance`
+    and the objectives are in the units of y, the kernel's variance is relative to var(y);
+    `standardize_y=False` models y as given. X is taken as given (`standardize_X=True`
+    standardises its columns, and the lengthscales are then in their standard deviations).
     Shapes: X [N, D], y [N]. Predictions have the model's own (parametric) error bars.
     `predict(Xnew [N*, D])` -> mean, var `[N*]`; `frequencies` ω [R, D].
 
@@ -118,7 +122,7 @@ class RFF(GPModel):
     def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, num_features: int = 100,
                  noise_variance: Any = None, seed: int = 0, *, mean: Any = None,
                  chunk_size: int | None = None, standardize_X: bool = False,
-                 standardize_y: bool = False, dtype: torch.dtype | None = None) -> None:
+                 standardize_y: bool = True, dtype: torch.dtype | None = None) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          num_features=num_features, noise_variance=noise_variance, seed=seed,
                          mean=mean, jitter=0.0, chunk_size=chunk_size,

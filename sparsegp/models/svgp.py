@@ -8,6 +8,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.distributions import Distribution
 
 from .. import conditionals
 from .. import covariances as cov
@@ -38,9 +39,12 @@ from ..validation import (
 from .base import NOISE_FRACTION, Model
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
+from .labels import binary_classes, predicted_labels
+from .predictions import Call, label_distribution
+from .units import TargetUnits
 
 
-class SVGP(InducingMixin, CoregionalMixin, Model):
+class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
     Shapes: X [N, D], y [N]; or y [N, P] for P outputs with a Gaussian likelihood (its
@@ -63,6 +67,10 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
     §5.7.2), q(u) couples the sets by default (one full covariance); `mean_field=True` makes it
     block diagonal, q(u) = Π_i q(u_i) (the Cholesky factor is masked to its diagonal blocks),
     trained by Adam (natural gradients are taken for a full covariance only).
+    `standardize_y` (Gaussian likelihood) models (y − mean)/std inside, as SGPR does: the ELBO,
+    `noise_variance` and a given likelihood variance are in the units of y; other
+    likelihoods take y as it is and refuse it. Its default (None) is True for the Gaussian
+    likelihood; predictions, samples and densities are in the units of y.
     Shapes: q_mu [M, L], q_sqrt [L, M, M] for L latent functions; `predict_y(Xnew [N*, D])`
     -> mean, var `[N*]` (or `[N*, P]`); `predict_proba` `[N*]` or `[N*, C]`.
 
@@ -89,13 +97,14 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         inducing_points: Any = None, whiten: bool = True, num_latent: int | None = None, *,
         mean: Any = None, jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
         inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
-        dtype: torch.dtype | None = None, mean_field: bool = False, mixing: Any = None,
+        standardize_y: bool | None = None, dtype: torch.dtype | None = None,
+        mean_field: bool = False, mixing: Any = None,
     ) -> None:
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          likelihood=likelihood, inducing_points=inducing_points, whiten=whiten,
                          num_latent=num_latent, mean=mean, jitter=jitter, chunk_size=chunk_size,
                          inducing_init=inducing_init, seed=seed, mean_field=mean_field,
-                         mixing=mixing)
+                         mixing=mixing, standardize_y=standardize_y)
 
     # each model takes its own constructor arguments, passed on from __init__ by keyword
     def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,  # type: ignore[override]
@@ -123,7 +132,21 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
                          mixing: Any = None, num_latent: int | None = None, mean: Any = None,
-                         **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+                         standardize_y: bool | None = None, **arguments: Any
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        standardize = standardizes_y(parts["likelihood"], standardize_y)
+        targets, extra, config = self._checked_targets(y, n, device, parts, mixing, num_latent,
+                                                       mean)
+        if not isinstance(parts["likelihood"], Gaussian):  # labels, counts: y as given
+            return targets, {**extra, "y_shift": torch.zeros((), dtype=PARAMETER_DTYPE),
+                             "y_scale": torch.ones((), dtype=PARAMETER_DTYPE)}, config
+        units = self._target_units(targets, standardize, mean=mean)  # as GPModel's
+        return self._in_target_units(targets, units), {**extra, **units}, config
+
+    def _checked_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         mixing: Any, num_latent: int | None, mean: Any
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        """The targets as given, checked for the likelihood (labels as codes)."""
         t = as_tensor(y, "y", device=device)
         W = None if mixing is None else mixing_matrix(mixing)
         if (t.dim() == 2 and t.shape[1] > 1) or W is not None:
@@ -143,20 +166,26 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         labels = likelihood.check_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
         if isinstance(likelihood, Bernoulli):
             parts["likelihood"].require_both_classes(labels)
+            return labels, {}, {"classes": binary_classes(y, t)}
         return labels, {}, {}
 
     def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *, mean: Any = None,
-                               likelihood: Likelihood | None = None, **arguments: Any
+                               likelihood: Likelihood | None = None,
+                               standardize_y: bool | None = None, **arguments: Any
                                ) -> list[str]:
         """Badly scaled real-valued targets (Gaussian likelihoods, homo- or heteroscedastic;
-        labels and counts are what they are)."""
-        if (likelihood is not None
-                and not isinstance(likelihood, (Gaussian, HeteroscedasticGaussian))) or y.dim() != 1:
+        labels and counts are what they are; standardised targets are well scaled)."""
+        likelihood = Gaussian() if likelihood is None else likelihood
+        if (not isinstance(likelihood, (Gaussian, HeteroscedasticGaussian)) or y.dim() != 1
+                or standardizes_y(likelihood, standardize_y)):
             return []
-        return target_scale_problems(y, isinstance(as_mean(mean), Zero), standardize=False)
+        return target_scale_problems(y, isinstance(as_mean(mean), Zero),
+                                     standardize=isinstance(likelihood, Gaussian))
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
+        # y_shift, y_scale as GPModel's (0 and 1, y as given, for other likelihoods)
+        self._declare_target_units(config.get("num_outputs"))
         self.likelihood = parts["likelihood"].to(dtype=PARAMETER_DTYPE)
         self.feature = parts["feature"]
         self.whiten, self.chunk_size = bool(config["whiten"]), config["chunk_size"]
@@ -185,9 +214,14 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             self.mean.initialise_from_data(self.X, torch.zeros_like(self.y) if latent is None
                                            else latent)
         sv = 1.0
-        if isinstance(self.likelihood, Gaussian) and self.y.dim() == 1:  # as SGPR starts
-            sv = self._target_signal_variance()
-            self.likelihood.initialise_from_data(NOISE_FRACTION * sv)
+        if isinstance(self.likelihood, Gaussian):
+            if "variance" not in self.likelihood._unset and float(self.y_scale) != 1.0:
+                # a variance given is in the units of y, as SGPR's noise_variance
+                self.likelihood.set_value("variance", self.likelihood.value("variance").detach()
+                                          / float(self.y_scale) ** 2)
+            if self.y.dim() == 1:  # as SGPR starts
+                sv = self._target_signal_variance()
+                self.likelihood.initialise_from_data(NOISE_FRACTION * sv)
         self.kernel.initialise_from_data(self.X, sv)
         if not self.whiten:  # start at the prior, S = Kuu
             with torch.no_grad():
@@ -214,11 +248,6 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
     def num_latent(self) -> int:
         return self.q_mu.shape[1]
 
-    @property
-    def num_outputs(self) -> int:
-        """P: the output columns of y (1 for y [N])."""
-        return int(self._config.get("num_outputs") or 1)
-
     def _cholesky_kuu(self) -> Tensor:
         return cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)[0]
 
@@ -230,7 +259,8 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
     def elbo(self, X: Tensor | None = None, y: Tensor | None = None, q_mu: Tensor | None = None,
              q_sqrt: Tensor | None = None) -> Tensor:
         """The ELBO (total, not per datum): on all data, or an unbiased estimate from the
-        minibatch (X, y) in internal units. q(u) may be overridden (natural gradients)."""
+        minibatch (X, y) in internal units. q(u) may be overridden (natural gradients). In the
+        internal units of y (`log_marginal_likelihood` gives it in the units of y)."""
         X, y = (self.X, self.y) if X is None else (X, cast(Tensor, y))  # a minibatch comes with its y
         return objective.elbo(self.kernel, self.feature, self.likelihood, X, y,
                               self._cholesky_kuu(), self.q_mu if q_mu is None else q_mu,
@@ -268,14 +298,24 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         return _OnOneLatent(mean, column, self.num_latent)
 
     def forward(self, X: Tensor, y: Tensor) -> Tensor:
-        """Minus the minibatch ELBO estimate (and log priors): what DDP and Adam minimise."""
+        """Minus the minibatch ELBO estimate (and log priors): what DDP and Adam minimise
+        (internal units, as `elbo`; `fit` reports it in the units of y)."""
         return -(self.elbo(X, y) + self.log_prior())
 
     def log_marginal_likelihood(self) -> float:
-        """The ELBO on all the data (a lower bound on log p(y))."""
+        """The ELBO on all the data (a lower bound on log p(y)), in the units of y."""
         self._require_data()
         with torch.no_grad():
-            return float(self.elbo())
+            return float(self.elbo()) + self._objective_offset()
+
+    @property
+    def noise_variance(self) -> float | np.ndarray:
+        """The Gaussian likelihood's variance σ² in the units of y (one number, or one per
+        output); `likelihood.variance` is that of the internal, standardised targets."""
+        if not isinstance(self.likelihood, Gaussian):
+            raise AttributeError(f"noise_variance is the Gaussian likelihood's; this SVGP's is "
+                                 f"{type(self.likelihood).__name__}")
+        return self._variance_in_target_units(self.likelihood.variance)
 
     # -- is the approximation good? (Gaussian likelihood) ---------------------------------
     def collapsed_problem(self) -> CollapsedProblem:
@@ -303,7 +343,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         """Titsias (2014) upper bound on the exact log evidence at the current hyperparameters
         and inducing variables (Gaussian likelihood, one output)."""
         with torch.no_grad():
-            return float(titsias_upper_bound(self.collapsed_problem()))
+            return float(titsias_upper_bound(self.collapsed_problem())) + self._objective_offset()
 
     def diagnostic_view(self) -> RegressionView:
         """What the diagnostics read of this model: the collapsed problem, with the ELBO at
@@ -314,7 +354,9 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             elbo = float(self.elbo())
         noise = problem.noise.detach()
         return RegressionView(type(self).__name__, self.kernel, self.X, residual, noise,
-                              self.jitter, 0.0, float(noise), self.x_shift, self.x_scale,
+                              self.jitter, self._objective_offset(),
+                              self._variance_in_target_units(float(noise)), self.x_shift,
+                              self.x_scale,
                               problem._replace(y=residual, mean=None),
                               self.shards_data and is_distributed(), self.feature_names,
                               objective=elbo,
@@ -336,7 +378,7 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
             return diagnose(self, **kwargs)
         self._require_data()
         with torch.no_grad():
-            elbo = float(self.elbo())
+            elbo = float(self.elbo()) + self._objective_offset()  # the units of y
         view = LatentView(type(self).__name__, f"ELBO, {type(self.likelihood).__name__}",
                           elbo, "ELBO, a lower bound on log p(y)", self.feature, self.kernel,
                           self.X, "a variational fit stacks spare inducing inputs on top of "
@@ -404,9 +446,17 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         B = float(min(self.num_data, batch_size or 256))
         M = float(self.num_inducing)
         cost = getattr(self.kernel, "evaluation_cost", 1)
+        # the minibatch bounds are of the internal targets: reported in the units of y
+        offset = self._objective_offset()
+        if offset and callable(callback):
+            callback = _shifted_callback(callback, offset)
         with threads_for((B * M * M * self.num_latent + M**3) * cost):
-            return fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress,
-                                 seed, callback)
+            res = fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress,
+                                seed, callback)
+        if offset:
+            res.objective += offset
+            res.history = [h + offset for h in res.history]
+        return res
 
     def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
         """Why `fit` trains by minibatches (None: it fits the collapsed bound by L-BFGS-B)."""
@@ -418,8 +468,18 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         return next((why for applies, why in reasons if applies), None)
 
     def internal_batch(self, Xb: Any, yb: Any) -> tuple[Tensor, Tensor]:
-        """A batch (X, y) in the user's units as the objective takes it."""
-        return self._internal_inputs(Xb, "a batch of X"), self._batch_targets(yb)
+        """A batch (X, y) in the user's units as the objective takes it (internal units)."""
+        return self._internal_inputs(Xb, "a batch of X"), self._internal_targets(yb)
+
+    def _internal_targets(self, yb: Any, name: str = "a batch of y", rows: int | None = None
+                          ) -> Tensor:
+        """Targets in the units of y (checked as `_batch_targets`) in the internal units the
+        objective takes: (y − y_shift)/y_scale under a Gaussian likelihood, labels as they
+        are."""
+        t = self._batch_targets(yb, name, rows)
+        if not isinstance(self.likelihood, Gaussian):
+            return t
+        return self._in_target_units(t, {"y_shift": self.y_shift, "y_scale": self.y_scale})
 
     def _batch_targets(self, yb: Any, name: str = "a batch of y", rows: int | None = None
                        ) -> Tensor:
@@ -437,6 +497,14 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         return self.likelihood.check_targets(check_finite(t, name).to(PARAMETER_DTYPE))
 
     # -- persistence ----------------------------------------------------------------------
+    @classmethod
+    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> Model:
+        # files saved before SVGP had the units of y hold y as given: shift 0, scale 1
+        P = config.get("num_outputs")
+        state.setdefault("y_shift", torch.zeros(() if P is None else (P,), dtype=PARAMETER_DTYPE))
+        state.setdefault("y_scale", torch.ones((), dtype=PARAMETER_DTYPE))
+        return super()._restore(config, state)
+
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
         pairs = cov.separate_pairs(self.feature, self.kernel)
         if pairs is not None:
@@ -457,16 +525,14 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
                                torch.zeros((), dtype=L.dtype, device=L.device), self.jitter,
                                self.prior_mean())
 
-    def _latent(self, Xnew: Any, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+    def _latent(self, call: Call, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Mean and variance of the latent functions, always [N*, C] (or [C, N*, N*])."""
-        Xs = self._internal_inputs(Xnew)
-        with torch.no_grad():
-            mean, var = self.posterior().predict_f(Xs, full_cov)
+        mean, var = call.posterior.predict_f(call.X, full_cov)
         if self.num_latent == 1:
             mean, var = mean[:, None], (var[None] if full_cov else var[:, None])
         return mean, var
 
-    def _functions(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
+    def _functions(self, call: Call, full_cov: bool = False, full_output_cov: bool = False
                    ) -> tuple[Tensor, Tensor]:
         """Mean [N*, C] of the functions the likelihood sees (the latent functions, or the P
         outputs W g of the LMC) and their variances [N*, C], covariances over the points
@@ -475,8 +541,8 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         if full_cov and full_output_cov:
             raise ValueError("full_cov (over the points) and full_output_cov (over the outputs "
                              "at each point) cannot both be asked for")
-        mean, var = self._latent(Xnew, full_cov)
-        W = None if self.mixing_matrix is None else self.mixing_matrix.detach().to(mean.dtype)
+        mean, var = self._latent(call, full_cov)
+        W = None if self.mixing_matrix is None else self.mixing_matrix.to(mean.dtype)
         if full_output_cov:
             Wt = torch.eye(self.num_latent, dtype=mean.dtype, device=mean.device) if W is None else W
             return objective.mix(mean, var, W)[0], torch.einsum("pl,nl,ql->npq", Wt, var, Wt)
@@ -487,69 +553,107 @@ class SVGP(InducingMixin, CoregionalMixin, Model):
         return objective.mix(mean, var, W)
 
     def predict_f(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  ) -> tuple[Any, Any]:
         """Mean and variance of the latent functions (the outputs of the LMC with `mixing`):
         [N*] for one, [N*, C] for several; `full_cov` gives covariances over the points
         ([N*, N*], or [C, N*, N*]), `full_output_cov` over the functions at each point
-        [N*, C, C]."""
-        mean, var = self._functions(Xnew, full_cov, full_output_cov)
-        if mean.shape[1] == 1 and not full_output_cov:
-            mean, var = mean[:, 0], (var[0] if full_cov else var[:, 0])
-        return self._output(mean, var)
+        [N*, C, C]. Numpy in, numpy out; a tensor in, differentiable tensors out."""
+        with self._predicting(Xnew) as call:
+            mean, var = self._in_units_of_y(*self._functions(call, full_cov, full_output_cov))
+            if mean.shape[1] == 1 and not full_output_cov:
+                mean, var = mean[:, 0], (var[0] if full_cov else var[:, 0])
+            return call.out(mean, var)
 
-    def _likelihood_moments(self, Xnew: Any) -> tuple[Tensor, Tensor]:
-        mean, var = self._functions(Xnew)
+    def _in_units_of_y(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
+        """Moments of the functions [N*, C] (and variances or covariances of any layout) from
+        the internal units to those of y (the identity unless y is standardised)."""
+        s = self.y_scale.to(mean.dtype)
+        return mean * s + self.y_shift.to(mean.dtype), var * (s * s)
+
+    def _likelihood_moments(self, call: Call) -> tuple[Tensor, Tensor]:
+        mean, var = self._functions(call)
         if self.likelihood.num_latent == 1 and self.num_outputs == 1:
             mean, var = mean[:, 0], var[:, 0]
         return mean, var
 
     def predict_y(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  ) -> tuple[Any, Any]:
         """Mean and variance of y* under the likelihood, shaped as `predict_f`'s; with a
         Gaussian likelihood also the covariance of y* over the points (`full_cov`) or over
         the outputs at each point (`full_output_cov`): f*'s plus the noise variance."""
-        if not (full_cov or full_output_cov):
-            mean, var = self._likelihood_moments(Xnew)
-            with torch.no_grad():
-                return self._output(*self.likelihood.predict_mean_and_var(mean, var))
-        if not isinstance(self.likelihood, Gaussian):
+        if (full_cov or full_output_cov) and not isinstance(self.likelihood, Gaussian):
             raise ValueError("full_cov and full_output_cov of y* need a Gaussian likelihood; this "
                              f"SVGP's is {type(self.likelihood).__name__} (predict_f gives the "
                              "covariances of f*)")
-        mean, cov = self._functions(Xnew, full_cov, full_output_cov)
-        noise = self.likelihood.value("variance").detach().to(cov.dtype).expand(mean.shape[1])
-        if full_cov:  # [C, N*, N*]
-            cov = cov + noise[:, None, None] * torch.eye(cov.shape[-1], dtype=cov.dtype,
-                                                         device=cov.device)
-        else:  # [N*, C, C]
-            cov = cov + torch.diag_embed(noise)
-        if mean.shape[1] == 1 and not full_output_cov:
-            mean, cov = mean[:, 0], cov[0]
-        return self._output(mean, cov)
+        with self._predicting(Xnew) as call:
+            if not (full_cov or full_output_cov):
+                return call.out(*self._in_units_of_y(*self.likelihood.predict_mean_and_var(
+                    *self._likelihood_moments(call))))
+            mean, cov = self._functions(call, full_cov, full_output_cov)
+            noise = self.likelihood.value("variance").to(cov.dtype).expand(mean.shape[1])
+            if full_cov:  # [C, N*, N*]
+                cov = cov + noise[:, None, None] * torch.eye(cov.shape[-1], dtype=cov.dtype,
+                                                             device=cov.device)
+            else:  # [N*, C, C]
+                cov = cov + torch.diag_embed(noise)
+            mean, cov = self._in_units_of_y(mean, cov)
+            if mean.shape[1] == 1 and not full_output_cov:
+                mean, cov = mean[:, 0], cov[0]
+            return call.out(mean, cov)
 
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False,
-                full_output_cov: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """As `SGPR.predict`: `predict_f` (latent f*) by default, `predict_y` (y* under the
-        likelihood) with `include_noise=True`."""
+                full_output_cov: bool = False) -> Any:
+        """Under a classification likelihood (Bernoulli, MultiClass): the predicted labels
+        [N*] (as `SGPC.predict`). Otherwise as `SGPR.predict`: `predict_f` (latent f*) by
+        default, `predict_y` (y* under the likelihood) with `include_noise=True`."""
+        if self.classifies:
+            if full_cov or include_noise or full_output_cov:
+                raise ValueError("predict gives labels under a classification likelihood and "
+                                 "takes no full_cov, include_noise or full_output_cov (use "
+                                 "predict_f / predict_y for moments)")
+            return predicted_labels(self.predict_proba(Xnew), self._config.get("classes"))
         if include_noise:
             return self.predict_y(Xnew, full_cov, full_output_cov)
         return self.predict_f(Xnew, full_cov, full_output_cov)
 
-    def predict_proba(self, Xnew: Any) -> np.ndarray:
+    @property
+    def classifies(self) -> bool:
+        """True under a classification likelihood (Bernoulli, MultiClass)."""
+        return isinstance(self.likelihood, (Bernoulli, MultiClass))
+
+    def predict_proba(self, Xnew: Any) -> Any:
         """Class probabilities: P(y* = 1) [N*] for Bernoulli, [N*, C] for several classes."""
-        if not isinstance(self.likelihood, (Bernoulli, MultiClass)):
+        if not self.classifies:
             raise TypeError(f"predict_proba needs a classification likelihood (Bernoulli, "
                             f"MultiClass); this SVGP's is {type(self.likelihood).__name__}: "
                             "use predict_y")
         return self.predict_y(Xnew)[0]
 
-    def predict_log_density(self, Xnew: Any, ynew: Any) -> np.ndarray:
-        """log p(y* | data) at each test point [N*] (e.g. for the test NLPD); with P outputs
-        one per output [N*, P] (the marginal of each; NaN where y* is missing)."""
-        mean, var = self._likelihood_moments(Xnew)
-        y = self._batch_targets(ynew, "ynew", rows=mean.shape[0])
-        with torch.no_grad():
-            return self._output(self.likelihood.predict_log_density(mean, var, y))[0]
+    def _observed_distribution(self, Xnew: Any, full_cov: bool) -> Distribution:
+        if self.classifies:
+            if full_cov:
+                raise ValueError("the labels' predictive has no covariance over the points")
+            p = self.predict_proba(Xnew)
+            return label_distribution(p if isinstance(p, Tensor) else torch.from_numpy(p))
+        if not isinstance(self.likelihood, Gaussian):
+            raise NotImplementedError(
+                f"the predictive distribution of y* under {type(self.likelihood).__name__} is "
+                "not available as a torch distribution: use predict_y for its moments, "
+                "predict_log_density for its density")
+        return super()._observed_distribution(Xnew, full_cov)
+
+    def predict_log_density(self, Xnew: Any, ynew: Any) -> Any:
+        """log p(y* | data) at each test point [N*] (e.g. for the test NLPD), in the units of
+        y; with P outputs one per output [N*, P] (the marginal of each; NaN where y* is
+        missing)."""
+        with self._predicting(Xnew) as call:
+            mean, var = self._likelihood_moments(call)
+            y = self._internal_targets(ynew.detach().to(self.dtype) if isinstance(ynew, Tensor)
+                                       else ynew, "ynew", rows=mean.shape[0])
+            log_density = self.likelihood.predict_log_density(mean, var, y)
+            if isinstance(self.likelihood, Gaussian):  # the density of y, not of (y − b)/s
+                log_density = log_density - torch.log(self.y_scale).to(log_density.dtype)
+            return call.out(log_density)[0]
 
 
 class _OnOneLatent(Mean):
@@ -558,6 +662,15 @@ class _OnOneLatent(Mean):
     def __init__(self, mean: Mean, column: int, num_latent: int) -> None:
         super().__init__()
         self.mean, self.column, self.num_latent = mean, column, num_latent
+
+    def config(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "args": {
+            "mean": self.mean.config(), "column": self.column, "num_latent": self.num_latent}}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> _OnOneLatent:
+        args = cfg["args"]
+        return cls(Mean.registry.build(args["mean"]), args["column"], args["num_latent"])
 
     def forward(self, X: Tensor) -> Tensor:
         m = self.mean(X)
@@ -591,10 +704,32 @@ class _CollapsedBound:
                 feature=m.feature if pairs is None else pairs[p][0],
                 kernel=m.kernel if pairs is None else pairs[p][1]))
                 for p in range(m.y.shape[1])))
-        return -(bound + m.log_prior())
+        return -(bound + m._objective_offset() + m.log_prior())
 
     def summary(self) -> str:
         return self.model.summary()
+
+
+def _shifted_callback(callback: Any, offset: float) -> Any:
+    """`callback(epoch, objective)` given the objective plus `offset` (the units of y)."""
+    def shifted(epoch: int, objective: float) -> Any:
+        return callback(epoch, objective + offset)
+    return shifted
+
+
+def standardizes_y(likelihood: Likelihood, standardize_y: bool | None) -> bool:
+    """Whether an SVGP with `likelihood` standardises y: `standardize_y`, whose default (None)
+    is True for the Gaussian likelihood. Other likelihoods take y as given and refuse True."""
+    if standardize_y is not None and not isinstance(standardize_y, bool):
+        raise TypeError(f"standardize_y must be True, False or None; got {standardize_y!r}")
+    if not isinstance(likelihood, Gaussian):
+        if standardize_y:
+            raise ValueError(f"standardize_y=True applies to the Gaussian likelihood; "
+                             f"{type(likelihood).__name__} takes y as it is (labels, counts, or "
+                             "a noise model of its own units): leave standardize_y unset, or "
+                             "rescale y yourself")
+        return False
+    return True if standardize_y is None else standardize_y
 
 
 def _checked_outputs(t: Tensor, n: int, P: int, name: str) -> Tensor:

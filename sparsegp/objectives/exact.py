@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -46,7 +47,7 @@ def exact_log_marginal_likelihood(
     A jitter added on a failed factorisation is treated as a constant.
     """
     if torch.is_grad_enabled() and any(t.requires_grad for t in (K, y, noise_variance)):
-        return _ExactEvidence.apply(K, y, noise_variance, jitter)
+        return _ExactEvidence.apply(K, y, noise_variance, jitter)[0]
     L, a, _ = exact_factors(K, y, noise_variance, jitter)
     return _value(L, a)
 
@@ -56,22 +57,68 @@ def _value(L: Tensor, a: Tensor) -> Tensor:
 
 
 class _ExactEvidence(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, K: Tensor, y: Tensor, noise: Tensor,
-                jitter: float) -> Tensor:
-        L, a, _ = exact_factors(K, y, noise, jitter)
-        ctx.save_for_backward(L, solve_lower_t(L, a))
-        ctx.noise_shape = noise.shape
-        return _value(L, a)
+    """The evidence from K, y, σ² with ∂F/∂C by hand; under `create_graph` (a second
+    derivative to follow, `torch.func.grad`) the gradient is taken by autograd through the
+    factorisation instead (`_differentiable_gradients`), so that it is itself
+    differentiable. K is kept for that until the backward pass (no copy; the forward pass
+    holds it and two more N×N matrices at its peak anyway). The factor L, α = C⁻¹y and the
+    jitter added are extra outputs, not differentiable, for the backward pass."""
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
-        L, alpha = ctx.saved_tensors
+    def forward(K: Tensor, y: Tensor, noise: Tensor, jitter: float
+                ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        C = add_to_diagonal(K, noise)
+        L, used = jittered_cholesky(C, jitter, name="K + σ²I")
+        added = used * torch.diagonal(C).mean()
+        del C
+        a = solve_lower(L, y)
+        return _value(L, a), L, solve_lower_t(L, a), added
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+        K, y, noise, _ = inputs
+        _, L, alpha, added = output
+        ctx.mark_non_differentiable(L, alpha, added)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(L, alpha, added, K, y, noise)
+        ctx.noise_shape = noise.shape
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor | None, *_: Any) -> tuple[Tensor | None, ...]:
+        L, alpha, added, K, y, noise = ctx.saved_tensors
+        need = ctx.needs_input_grad[:3]
+        if g is None:
+            return None, None, None, None
+        if torch.is_grad_enabled():  # a graph of the gradient is wanted: autograd
+            return (*_differentiable_gradients(
+                lambda K, y, noise: (add_to_diagonal(K, noise), y), (K, y, noise), need,
+                added, g), None)
         G, gnoise = _covariance_gradient(L, alpha, g, ctx.noise_shape)
-        gK = G if ctx.needs_input_grad[0] else None
-        gy = -g * alpha if ctx.needs_input_grad[1] else None
-        return gK, gy, gnoise if ctx.needs_input_grad[2] else None, None
+        gK = G if need[0] else None
+        gy = -g * alpha if need[1] else None
+        return gK, gy, gnoise if need[2] else None, None
+
+
+def _differentiable_gradients(build: Callable[..., tuple[Tensor, Tensor]],
+                              inputs: tuple[Tensor, ...], need: Sequence[bool], added: Tensor,
+                              g: Tensor) -> tuple[Tensor | None, ...]:
+    """g·∂F/∂inputs (None where not `need`ed) by autograd through the Cholesky factor of C,
+    with a graph: `build(*inputs)` -> (C = K + σ²I, y) differentiably; `added` is the
+    jitter the forward pass added to C's diagonal, a constant (as in the hand-written
+    gradient)."""
+    wrt = [t for t, n in zip(inputs, need) if n]
+    if not wrt:
+        return tuple(None for _ in inputs)
+    with torch.enable_grad():
+        C, y = build(*inputs)
+        L = torch.linalg.cholesky(add_to_diagonal(C, added))
+        found = iter(torch.autograd.grad(_value(L, solve_lower(L, y)), wrt, g,
+                                         create_graph=True, allow_unused=True))
+    out = []
+    for t, n in zip(inputs, need):
+        d = next(found) if n else None
+        out.append(torch.zeros_like(t) if n and d is None else d)
+    return tuple(out)
 
 
 def _covariance_gradient(L: Tensor, alpha: Tensor, g: Tensor, noise_shape: torch.Size
@@ -96,7 +143,7 @@ def exact_objective(kernel: Kernel, X: Tensor, y: Tensor, noise_variance: Tensor
     if (isinstance(kernel, RadialKernel) and not X.requires_grad and torch.is_grad_enabled()
             and kernel.profile_derivative(X.new_zeros(1)) is not None):
         return _RadialEvidence.apply(y, noise_variance, kernel.value("lengthscale"),
-                                     kernel.value("variance"), X, kernel, jitter)
+                                     kernel.value("variance"), X, kernel, jitter)[0]
     return exact_log_marginal_likelihood(kernel.K(X), y, noise_variance, jitter)
 
 
@@ -121,31 +168,43 @@ class _RadialEvidence(torch.autograd.Function):
     Forward: C, written block by block, and its Cholesky factor (C is then freed). Backward,
     with G = ∂F/∂C = ½(ααᵀ − C⁻¹) from the factor (both kept), ∂F/∂σ² and ∂F/∂ℓ from each
     block of rows of G (`kernels.stationary.radial_gram_gradients`): matrix-vector products
-    per block, never a per-dimension N×N matrix.
+    per block, never a per-dimension N×N matrix. Under `create_graph` (a second derivative
+    to follow, `torch.func.grad`) the gradient is taken by autograd through K(ℓ, σ²) and the
+    factorisation instead (`_differentiable_gradients`, N×N temporaries per parameter).
     """
 
     @staticmethod
-    def forward(ctx, y: Tensor, noise: Tensor, ell: Tensor,
-                variance: Tensor, X: Tensor, kernel: RadialKernel, jitter: float) -> Tensor:
-        N = X.shape[0]
-        C = X.new_empty(N, N)
-        for sl in _row_blocks(X):
-            C[sl] = kernel.profile(_block_distances(X, ell, sl))
-        C.mul_(variance)
-        C.diagonal().add_(noise)
-        L, _ = jittered_cholesky(C, jitter, name="K + σ²I")
-        del C
+    def forward(y: Tensor, noise: Tensor, ell: Tensor, variance: Tensor, X: Tensor,
+                kernel: RadialKernel, jitter: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        L, added = _radial_factor(noise, ell, variance, X, kernel, jitter)
         a = solve_lower(L, y)
-        ctx.save_for_backward(L, solve_lower_t(L, a), ell, variance)
-        ctx.X, ctx.kernel, ctx.noise_shape = X, kernel, noise.shape
-        return _value(L, a)
+        return _value(L, a), L, solve_lower_t(L, a), added
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
-        L, alpha, ell, variance = ctx.saved_tensors
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+        y, noise, ell, variance, X, kernel, _ = inputs
+        _, L, alpha, added = output
+        ctx.mark_non_differentiable(L, alpha, added)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(L, alpha, added, y, noise, ell, variance, X)
+        ctx.kernel, ctx.noise_shape = kernel, noise.shape
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor | None, *_: Any) -> tuple[Tensor | None, ...]:
+        L, alpha, added, y, noise, ell, variance, X = ctx.saved_tensors
+        kernel = ctx.kernel
+        if g is None:
+            return (None,) * 7
+        if torch.is_grad_enabled():  # a graph of the gradient is wanted: autograd
+            def build(y: Tensor, noise: Tensor, ell: Tensor, variance: Tensor
+                      ) -> tuple[Tensor, Tensor]:
+                K = variance * kernel.profile(_block_distances(X, ell, slice(0, X.shape[0])))
+                return add_to_diagonal(K, noise), y
+
+            return (*_differentiable_gradients(build, (y, noise, ell, variance),
+                                               ctx.needs_input_grad[:4], added, g),
+                    None, None, None)
         G, gnoise = _covariance_gradient(L, alpha, g, ctx.noise_shape)
-        X, kernel = ctx.X, ctx.kernel
         Xc = X - X.mean(0)  # distances are translation invariant; centring limits cancellation
         gvariance = X.new_zeros(())
         gell = X.new_zeros(X.shape[1])
@@ -156,3 +215,17 @@ class _RadialEvidence(torch.autograd.Function):
             gvariance += parts[1]
         return (-g * alpha, gnoise, gell.sum() if ell.dim() == 0 else gell, gvariance,
                 None, None, None)
+
+
+def _radial_factor(noise: Tensor, ell: Tensor, variance: Tensor, X: Tensor,
+                   kernel: RadialKernel, jitter: float) -> tuple[Tensor, Tensor]:
+    """The Cholesky factor of C = σ² ρ(r²) + σ²_n I, C written a block of rows at a time
+    (then freed), and the jitter added to C's diagonal (0-dim)."""
+    N = X.shape[0]
+    C = X.new_empty(N, N)
+    for sl in _row_blocks(X):
+        C[sl] = kernel.profile(_block_distances(X, ell, sl))
+    C.mul_(variance)
+    C.diagonal().add_(noise)
+    L, used = jittered_cholesky(C, jitter, name="K + σ²I")
+    return L, used * torch.diagonal(C).mean()

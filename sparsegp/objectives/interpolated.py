@@ -18,6 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ..autograd import first_order_value
 from ..kernels.stationary import RadialKernel
 from ..structured.grid import Grid, interpolated_diag, kuu_matmul
 from ..structured.iterative import CGResult, pcg, pivoted_cholesky
@@ -77,4 +78,9 @@ def evidence(kernel: RadialKernel, grid: Grid, r: Tensor, noise: Tensor, probes:
     quad = 0.5 * (left[:, 0] @ A_right[:, 0])
     trace = 0.5 * (left[:, 1:] * A_right[:, 1:]).sum() / s
     surrogate = quad - trace - alpha @ r
-    return value + (surrogate - surrogate.detach()), Solution(alpha, logdet, cg)
+    # the surrogate's own derivative is not the estimate's Hessian: a second derivative raises
+    gradient = first_order_value(surrogate - surrogate.detach(), "the KISS-GP evidence",
+                                 "its gradient is a stochastic estimator taken through a "
+                                 "surrogate (Gardner et al. 2018), whose derivative is not "
+                                 "the Hessian of the estimate")
+    return value + gradient, Solution(alpha, logdet, cg)

@@ -23,7 +23,14 @@ import torch
 from torch import Tensor
 
 from .. import distributed
+from ..autograd import first_order
 from ..chunking import chunk_slices
+
+_WHAT = ("objectives built from streamed sums (SGPR's VFE/DTC/FITC/Power EP and their "
+         "block variants, the Titsias bound, the GP-LVM, GP-SSM and RFF/SSGP bounds)")
+_WHY = ("their gradient is hand-written chunk by chunk (`Stream.grad_chunk`) and is not "
+        "itself differentiable; use first-order optimisation, or autograd through a dense "
+        "evaluation of the same objective")
 
 
 class Stream(ABC):
@@ -69,10 +76,12 @@ class Stream(ABC):
 
 
 class _StreamedSum(torch.autograd.Function):
+    """The sums by `Stream.add`, their gradient by `Stream.grad_chunk`: hand-written, right to
+    first order only (`autograd.first_order`: a second derivative raises)."""
+
     @staticmethod
-    def forward(ctx, stream: Stream, chunks: Sequence[slice],
-                n_extra: int, over_ranks: bool, X: Tensor, y: Tensor, *rest: Tensor
-                ) -> tuple[Tensor, ...]:
+    def forward(stream: Stream, chunks: Sequence[slice], n_extra: int, over_ranks: bool,
+                X: Tensor, y: Tensor, *rest: Tensor) -> tuple[Tensor, ...]:
         columns = (X, y, *rest[:n_extra])
         acc = stream.zeros()
         for s in chunks:
@@ -80,25 +89,31 @@ class _StreamedSum(torch.autograd.Function):
         out = stream.finish(acc)
         if over_ranks:
             distributed.all_reduce_(out, "the statistics of the objective")
-        ctx.stream, ctx.columns, ctx.chunks, ctx.n_extra = stream, columns, chunks, n_extra
-        ctx.over_ranks = over_ranks
-        ctx.mark_non_differentiable(*[o for o in out if not o.is_floating_point()])
         return out
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+        stream, chunks, n_extra, over_ranks, X, y, *rest = inputs
+        ctx.stream, ctx.chunks, ctx.n_extra, ctx.over_ranks = stream, chunks, n_extra, over_ranks
+        # the columns, and the stream's inputs: what a refused second derivative links to
+        ctx.save_for_backward(X, y, *rest)
+        ctx.mark_non_differentiable(*[o for o in output if not o.is_floating_point()])
+
+    @staticmethod
+    @first_order(_WHAT, _WHY)
+    def backward(ctx: Any, *grads: Tensor) -> tuple[Tensor | None, ...]:
         stream = ctx.stream
+        columns = ctx.saved_tensors[:2 + ctx.n_extra]
         grads = tuple(torch.zeros_like(g) if g is None else g for g in grads)
         # which of the columns after X (y, then the extras) want a gradient
         stream.want_columns = tuple(bool(ctx.needs_input_grad[5 + j])
                                     for j in range(1 + ctx.n_extra))
         stream.want_y = stream.want_columns[0]
         gcols = [torch.zeros_like(c) if w else None
-                 for c, w in zip(ctx.columns[1:], stream.want_columns)]
+                 for c, w in zip(columns[1:], stream.want_columns)]
         gacc = stream.grad_zeros(grads)
         for s in ctx.chunks:
-            g = stream.grad_chunk(gacc, *(c[s] for c in ctx.columns), grads)
+            g = stream.grad_chunk(gacc, *(c[s] for c in columns), grads)
             for total, part in zip(gcols, (g,) if g is None or isinstance(g, Tensor) else g):
                 if total is not None and part is not None:
                     total[s] = part
@@ -123,17 +138,15 @@ def streamed_sum(stream: Stream, X: Tensor, y: Tensor, chunks: int | Sequence[sl
         if chunks < 1:
             raise ValueError(f"chunk_size must be a positive integer; got {chunks}")
         chunks = list(chunk_slices(X.shape[0], chunks))
+    if torch._C._are_functorch_transforms_active():
+        raise RuntimeError(
+            f"torch.func transforms (grad, vmap, jacrev, …) are not supported by objectives "
+            f"built from streamed sums ({type(stream).__name__}): the stream holds Python "
+            "state and its gradient is hand-written chunk by chunk; use torch.autograd "
+            "(loss.backward() or torch.autograd.grad)")
     if torch.is_grad_enabled() and any(t.requires_grad for t in (y, *extra, *stream.inputs)):
         stream.backward_follows = True
         return _StreamedSum.apply(stream, chunks, len(extra), over_ranks, X, y, *extra,
                                   *stream.inputs)
     with torch.no_grad():
-        return _StreamedSum.forward(_NoContext(), stream, chunks, len(extra), over_ranks, X, y,
-                                    *extra)
-
-
-class _NoContext:
-    """Stands in for autograd's ctx when no gradient is wanted."""
-
-    def mark_non_differentiable(self, *args: Tensor) -> None:
-        pass
+        return _StreamedSum.forward(stream, chunks, len(extra), over_ranks, X, y, *extra)

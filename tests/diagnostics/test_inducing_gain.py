@@ -25,6 +25,7 @@ def _model(approx="vfe", alpha=None, seed=0, N=40, M=5, **kwargs):
     rng = np.random.default_rng(seed + 100)
     Z = X[rng.choice(N, M, replace=False)] + 0.1 * rng.standard_normal((M, X.shape[1]))
     kernel = sg.kernels.SquaredExponential(lengthscale=1.3, variance=1.7)
+    kwargs.setdefault("standardize_y", False)  # y as given unless told: the fixed kernel's units
     return sg.SGPR(X, y, kernel=kernel, inducing_points=Z, approximation=approx, alpha=alpha,
                    noise_variance=0.1, **kwargs)
 

@@ -15,8 +15,10 @@ from ..conftest import make_problem
 
 
 def _models(seed=0, mean=None, **kw):
-    """An SVGP and an SGPR (VFE) with the same kernel, inducing inputs, noise and prior mean."""
+    """An SVGP and an SGPR (VFE) with the same kernel, inducing inputs, noise and prior mean,
+    on y as given (the dense reference's units)."""
     X, y = make_problem(seed, N=40, D=2)
+    kw.setdefault("standardize_y", False)
     Z = X[:: 5]
     k = lambda: sg.kernels.SquaredExponential(lengthscale=0.8, variance=1.3)  # noqa: E731
     sv = sg.SVGP(X, y, kernel=k(), likelihood=sg.likelihoods.Gaussian(variance=0.1),

@@ -123,7 +123,9 @@ def test_parameters_are_positive_through_softplus_with_a_floor():
     with torch.no_grad():
         k.raw_variance.fill_(-1e4)  # any raw value maps to a valid variance
     assert k.variance >= 1e-6
-    k.lengthscale = [0.1, 0.2]  # becomes ARD: the parameter is replaced
+    with pytest.raises(ValueError, match=r"reshape=True"):
+        k.lengthscale = [0.1, 0.2]  # a scalar lengthscale keeps its shape on assignment
+    k.set_value("lengthscale", [0.1, 0.2], reshape=True)  # becomes ARD: explicitly
     assert k.lengthscale.shape == (2,)
     for bad in (-1.0, 0.0, float("nan"), float("inf"), [[1.0]]):
         with pytest.raises(ValueError, match="lengthscale"):

@@ -61,7 +61,7 @@ def test_to_dtype_also_takes_a_device_or_a_tensor_and_float32_inputs_are_then_ac
     assert model.to(torch.zeros(1, dtype=torch.float64)).dtype == torch.float64
     model.to(dtype=torch.float32)
     mean, _ = model.predict_y(torch.as_tensor(X[:3], dtype=torch.float32))
-    assert mean.dtype == np.float32
+    assert mean.dtype == torch.float32  # a tensor in, a tensor out (in its dtype)
     assert model.compute_dtype == torch.float32  # the N·M² work follows a float32 model
 
 

@@ -145,7 +145,7 @@ def test_bad_outputs_are_named(fitted):
         fitted.transform(np.zeros((2, 5)))
     with pytest.raises(ValueError, match=r"one row of Y is Ynew\[None, :\], shape \(1, 6\)"):
         fitted.transform(_data()[0])  # one row as a 1-D array
-    with pytest.raises(ValueError, match=r"Xlatent must have shape \[N\*, 2\]"):
+    with pytest.raises(ValueError, match="Xlatent has 3 columns but the model expects 2"):
         fitted.predict(np.zeros((2, 3)))
 
 

@@ -214,7 +214,7 @@ def test_bad_arguments_are_named(kwargs, message):
 def test_bad_data_are_named(kink_model):
     with pytest.raises(ValueError, match="N ≥ 3 rows"):
         sg.GPSSM(np.zeros((2, 1)))
-    with pytest.raises(ValueError, match=r"X must have shape \[N\*, 1\]"):
+    with pytest.raises(ValueError, match="X has 2 columns but the model expects 1"):
         kink_model[2].transition(np.zeros((3, 2)))
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         kink_model[2].forecast(0)

@@ -36,22 +36,28 @@ def se():
     return k
 
 
+# y as given (standardize_y=False): the fixed means and kernels and the dense references
+# are in the units of y
 MODELS = {
-    "gpr": lambda X, y, Z, **kw: sg.GPR(X, y, kernel=se(), noise_variance=0.05, **kw),
+    "gpr": lambda X, y, Z, **kw: sg.GPR(X, y, kernel=se(), noise_variance=0.05,
+                                        standardize_y=False, **kw),
     "vfe": lambda X, y, Z, **kw: sg.SGPR(X, y, kernel=se(), inducing_points=Z,
-                                         noise_variance=0.05, **kw),
+                                         noise_variance=0.05, standardize_y=False, **kw),
     "dtc": lambda X, y, Z, **kw: sg.SGPR(X, y, kernel=se(), inducing_points=Z,
-                                         approximation="dtc", noise_variance=0.05, **kw),
+                                         approximation="dtc", noise_variance=0.05,
+                                         standardize_y=False, **kw),
     "fitc": lambda X, y, Z, **kw: sg.SGPR(X, y, kernel=se(), inducing_points=Z,
-                                          approximation="fitc", noise_variance=0.05, **kw),
+                                          approximation="fitc", noise_variance=0.05,
+                                          standardize_y=False, **kw),
     "pep": lambda X, y, Z, **kw: sg.SGPR(X, y, kernel=se(), inducing_points=Z,
                                          approximation="pep", alpha=0.3, noise_variance=0.05,
-                                         **kw),
+                                         standardize_y=False, **kw),
     "block-pep": lambda X, y, Z, **kw: sg.SGPR(X, y, kernel=se(), inducing_points=Z,
                                                approximation="pep", alpha=0.3,
                                                blocks=np.arange(len(y)) % 6,
-                                               noise_variance=0.05, **kw),
-    "svgp": lambda X, y, Z, **kw: sg.SVGP(X, y, kernel=se(), inducing_points=Z, **kw),
+                                               noise_variance=0.05, standardize_y=False, **kw),
+    "svgp": lambda X, y, Z, **kw: sg.SVGP(X, y, kernel=se(), inducing_points=Z,
+                                          standardize_y=False, **kw),
 }
 
 
@@ -171,7 +177,8 @@ def test_classifiers_start_their_mean_at_zero_and_learn_it():
 def test_a_fitted_constant_mean_finds_the_level_of_the_data():
     X, y, Z = data(n=120)
     y = y + 10.0
-    m = sg.SGPR(X, y, inducing_points=10, mean="constant")
+    # y as given: the constant mean, not the standardisation, carries the level
+    m = sg.SGPR(X, y, inducing_points=10, mean="constant", standardize_y=False)
     assert float(m.mean.constant.detach()) == pytest.approx(y.mean())  # started from the data
     before = m.log_marginal_likelihood()
     m.fit(maxiter=200)
@@ -232,10 +239,12 @@ def test_cli_fit_with_a_mean_and_blocks(tmp_path, capsys):
 
 def test_mean_values_are_set_like_kernel_values_and_bad_ones_are_named():
     X, y, _ = data()
-    m = sg.GPR(X, y, mean="constant")
+    # y as given: the constant 2.0 in the units of y (and the same starting kernel variance,
+    # var(y − m(X)), to the last bit)
+    m = sg.GPR(X, y, mean="constant", standardize_y=False)
     m.predict(X[:2])  # a cached posterior, which the assignment must invalidate
     m.mean.constant = 2.0  # torch refused: "cannot assign 'float' as parameter 'constant'"
-    ref = sg.GPR(X, y, mean=sg.means.Constant(2.0))
+    ref = sg.GPR(X, y, mean=sg.means.Constant(2.0), standardize_y=False)
     assert m.log_marginal_likelihood() == ref.log_marginal_likelihood()
     np.testing.assert_array_equal(m.predict(X[:2])[0], ref.predict(X[:2])[0])
     lin = sg.GPR(X, y, mean="linear")

@@ -35,14 +35,17 @@ def inducing():
 @pytest.mark.parametrize("approximation", ["vfe", "fitc"])
 def test_sgpr_with_separate_kernels_is_the_sum_of_single_output_models(approximation):
     X, Y = data()
+    # y as given: the sum over outputs holds in one unit of y (standardised, the outputs
+    # share a pooled scale that the single-output models do not)
     m = sg.SGPR(X, Y, kernel=sg.kernels.Separate(kernels()), inducing_points=inducing(),
-                noise_variance=NOISE, approximation=approximation)
+                noise_variance=NOISE, approximation=approximation, standardize_y=False)
     assert m.feature.blocks == [7, 4, 5]
     singles = []
     for p, (k, Z) in enumerate(zip(kernels(), inducing())):
         rows = ~np.isnan(Y[:, p])
         singles.append(sg.SGPR(X[rows], Y[rows, p], kernel=k, inducing_points=Z,
-                               noise_variance=NOISE, approximation=approximation))
+                               noise_variance=NOISE, approximation=approximation,
+                               standardize_y=False))
     assert m.log_marginal_likelihood() == pytest.approx(
         sum(s.log_marginal_likelihood() for s in singles), rel=1e-12)
     assert m.upper_bound() == pytest.approx(sum(s.upper_bound() for s in singles), rel=1e-12)
@@ -72,7 +75,9 @@ def test_svgp_with_separate_kernels_equals_single_output_svgps_and_reaches_the_s
     X, Y = data(1)
     Z = np.linspace(0.05, 0.95, 6)[:, None]
     lik = sg.likelihoods.Gaussian(NOISE)
-    sv = sg.SVGP(X, Y, kernel=sg.kernels.Separate(kernels()), inducing_points=Z, likelihood=lik)
+    # y as given in every model: the identities hold in one unit of y
+    sv = sg.SVGP(X, Y, kernel=sg.kernels.Separate(kernels()), inducing_points=Z, likelihood=lik,
+                 standardize_y=False)
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         sv.q_mu.copy_(torch.randn(6, 3, generator=g, dtype=torch.float64))
@@ -81,7 +86,7 @@ def test_svgp_with_separate_kernels_equals_single_output_svgps_and_reaches_the_s
     for p, k in enumerate(kernels()):
         rows = ~np.isnan(Y[:, p])
         single = sg.SVGP(X[rows], Y[rows, p], kernel=k, inducing_points=Z,
-                         likelihood=sg.likelihoods.Gaussian(NOISE))
+                         likelihood=sg.likelihoods.Gaussian(NOISE), standardize_y=False)
         with torch.no_grad():
             single.q_mu.copy_(sv.q_mu[:, p:p + 1])
             single.q_sqrt.copy_(sv.q_sqrt[p:p + 1])
@@ -92,7 +97,7 @@ def test_svgp_with_separate_kernels_equals_single_output_svgps_and_reaches_the_s
     # one natural-gradient step of size 1 puts q(u) at the collapsed optimum of SGPR
     sv.natural_gradient_step(1.0)
     reg = sg.SGPR(X, Y, kernel=sg.kernels.Separate(kernels()), inducing_points=Z,
-                  noise_variance=NOISE)
+                  noise_variance=NOISE, standardize_y=False)
     assert sv.log_marginal_likelihood() == pytest.approx(reg.log_marginal_likelihood(), rel=1e-10)
     for a, b in zip(sv.predict_f(X[:5]), reg.predict(X[:5])):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)

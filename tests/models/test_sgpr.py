@@ -193,4 +193,6 @@ def test_summary_says_when_its_values_are_in_standardised_units():
                            standardize_y=True).summary()
     assert "internal units: y standardised" in sg.SGPR(X, y, inducing_points=3,
                                                        standardize_y=True).summary()
-    assert "internal units" not in sg.SGPR(X, y, inducing_points=3).summary()
+    assert "internal units: y standardised" in sg.SGPR(X, y, inducing_points=3).summary()
+    assert "internal units" not in sg.SGPR(X, y, inducing_points=3,
+                                           standardize_y=False).summary()

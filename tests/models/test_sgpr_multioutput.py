@@ -43,8 +43,11 @@ def _with_missing(Y: np.ndarray) -> np.ndarray:
 
 
 def _model(X, y, Z, approx="vfe", alpha=None, noise=NOISE, **kw) -> sg.SGPR:
-    """An SGPR with fixed SE hyperparameters (a fresh kernel, not shared between models)."""
+    """An SGPR with fixed SE hyperparameters (a fresh kernel, not shared between models), on
+    y as given unless told (the identities with single-output models and the dense
+    references hold in one unit of y, which standardising would make each model's own)."""
     kernel = sg.kernels.SquaredExponential(lengthscale=LENGTHSCALE, variance=VARIANCE)
+    kw.setdefault("standardize_y", False)
     return sg.SGPR(X, y, kernel=kernel, inducing_points=Z, approximation=approx, alpha=alpha,
                    noise_variance=noise, **kw)
 

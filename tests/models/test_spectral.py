@@ -51,7 +51,7 @@ def dense(m, X, y, Xs):
 def test_evidence_and_predictions_equal_dense_bayesian_linear_regression(cls, kernel):
     X, y = data()
     m = cls(X, y, kernel=kernel(lengthscale=0.8, variance=1.3), num_features=15,
-            noise_variance=0.05, chunk_size=23)
+            noise_variance=0.05, chunk_size=23, standardize_y=False)  # the reference's raw y
     Xs = np.random.default_rng(2).uniform(-2, 2, (7, 2))
     evidence, mean, var = dense(m, X, y, Xs)
     assert m.log_marginal_likelihood() == pytest.approx(evidence, rel=1e-11)
@@ -142,8 +142,10 @@ def test_diagnostics_say_it_is_not_a_bound_and_warn_when_features_outnumber_data
 
 def test_a_constant_mean_is_the_zero_mean_model_on_shifted_targets():
     X, y = data()
-    a = sg.RFF(X, y + 4.0, num_features=10, noise_variance=0.05, mean=sg.means.Constant(4.0))
-    b = sg.RFF(X, y, num_features=10, noise_variance=0.05)
+    # y as given: the constant 4.0 is in the units of y
+    a = sg.RFF(X, y + 4.0, num_features=10, noise_variance=0.05, mean=sg.means.Constant(4.0),
+               standardize_y=False)
+    b = sg.RFF(X, y, num_features=10, noise_variance=0.05, standardize_y=False)
     assert a.log_marginal_likelihood() == pytest.approx(b.log_marginal_likelihood(), rel=1e-12)
     np.testing.assert_allclose(a.predict(X[:4])[0], b.predict(X[:4])[0] + 4.0, rtol=1e-12)
 

@@ -20,9 +20,11 @@ def kernel():
 def test_one_natural_gradient_step_reaches_the_collapsed_vfe_optimum(whiten):
     X, y = make_problem(0, N=120)
     Z = X[:12] + 0.1
+    # y as given in both (the same fixed kernel, the same units)
     sv = sg.SVGP(X, y, kernel=kernel(), likelihood=sg.likelihoods.Gaussian(0.1),
-                 inducing_points=Z, whiten=whiten)
-    reg = sg.SGPR(X, y, kernel=kernel(), inducing_points=Z, noise_variance=0.1)
+                 inducing_points=Z, whiten=whiten, standardize_y=False)
+    reg = sg.SGPR(X, y, kernel=kernel(), inducing_points=Z, noise_variance=0.1,
+                  standardize_y=False)
     assert sv.log_marginal_likelihood() < reg.log_marginal_likelihood() - 10
     assert sv.natural_gradient_step(1.0) == 1.0
     assert sv.log_marginal_likelihood() == pytest.approx(reg.log_marginal_likelihood(), rel=1e-11)
@@ -70,8 +72,8 @@ def test_kl_divergence_matches_torch_distributions(whiten):
 
 def test_gaussian_full_batch_fit_finds_the_sgpr_optimum():
     X, y = make_problem(2, N=150)
-    sv = sg.SVGP(X, y, inducing_points=X[:10])
-    reg = sg.SGPR(X, y, inducing_points=X[:10])
+    sv = sg.SVGP(X, y, inducing_points=X[:10], standardize_y=False)  # the same units in both
+    reg = sg.SGPR(X, y, inducing_points=X[:10], standardize_y=False)
     res_sv, res_reg = sv.fit(), reg.fit()
     assert res_sv.success
     assert res_sv.objective == pytest.approx(res_reg.objective, rel=1e-5)
@@ -87,7 +89,9 @@ def test_a_gaussian_svgp_starts_where_sgpr_starts():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 6, (300, 2))
     y = 3.0 * np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.02 * rng.normal(size=300)
-    sv, reg = sg.SVGP(X, y, inducing_points=25), sg.SGPR(X, y, inducing_points=25)
+    # y as given in both (test_default_standardisation: the default starts, standardised)
+    sv = sg.SVGP(X, y, inducing_points=25, standardize_y=False)
+    reg = sg.SGPR(X, y, inducing_points=25, standardize_y=False)
     assert sv.likelihood.variance == pytest.approx(np.var(y, ddof=1) / 10, rel=1e-12)
     assert sv.likelihood.variance == pytest.approx(reg.noise_variance, rel=1e-12)
     for (name, a), (_, b) in zip(sv.kernel.named_parameters(), reg.kernel.named_parameters()):
@@ -96,7 +100,8 @@ def test_a_gaussian_svgp_starts_where_sgpr_starts():
     # the same objective at the same start: with q(u) at its optimum the ELBO is SGPR's bound
     sv.natural_gradient_step(1.0)
     assert sv.log_marginal_likelihood() == pytest.approx(reg.log_marginal_likelihood(), rel=1e-9)
-    given = sg.SVGP(X, y, likelihood=sg.likelihoods.Gaussian(variance=0.3), inducing_points=5)
+    given = sg.SVGP(X, y, likelihood=sg.likelihoods.Gaussian(variance=0.3), inducing_points=5,
+                    standardize_y=False)
     assert given.likelihood.variance == pytest.approx(0.3)  # a given variance is kept
     assert sg.likelihoods.Gaussian().variance == 1.0  # alone, without targets
 
@@ -142,8 +147,11 @@ def test_bad_input_is_a_clear_error():
 def test_predict_and_the_covariances_of_y_match_sgpr_at_the_optimal_q_u():
     X, y = make_problem(4, N=60)
     Z = X[:7] + 0.05
-    sv = sg.SVGP(X, y, kernel=kernel(), likelihood=sg.likelihoods.Gaussian(0.2), inducing_points=Z)
-    reg = sg.SGPR(X, y, kernel=kernel(), inducing_points=Z, noise_variance=0.2)
+    # y as given in both (the same fixed kernel, the same units)
+    sv = sg.SVGP(X, y, kernel=kernel(), likelihood=sg.likelihoods.Gaussian(0.2), inducing_points=Z,
+                 standardize_y=False)
+    reg = sg.SGPR(X, y, kernel=kernel(), inducing_points=Z, noise_variance=0.2,
+                  standardize_y=False)
     sv.natural_gradient_step(1.0)
     for full_cov in (False, True):
         for include_noise in (False, True):
@@ -155,7 +163,7 @@ def test_predict_and_the_covariances_of_y_match_sgpr_at_the_optimal_q_u():
     # several outputs, one noise each: y*'s covariance is f*'s plus that noise
     Y = np.c_[y, -2 * y]
     multi = sg.SVGP(X, Y, kernel=kernel(), inducing_points=Z, mixing=[[1.0, 0.3], [0.2, 1.0]],
-                    likelihood=sg.likelihoods.Gaussian(variance=[0.1, 0.4]))
+                    likelihood=sg.likelihoods.Gaussian(variance=[0.1, 0.4]), standardize_y=False)
     mean_f, cov_f = multi.predict_f(X[:5], full_output_cov=True)
     mean_y, cov_y = multi.predict_y(X[:5], full_output_cov=True)
     np.testing.assert_array_equal(mean_y, mean_f)
@@ -175,4 +183,7 @@ def test_covariances_of_y_need_a_gaussian_likelihood():
                   inducing_points=4)
     with pytest.raises(ValueError, match="need a Gaussian likelihood; this SVGP's is Bernoulli"):
         clf.predict_y(X[:3], full_cov=True)
-    np.testing.assert_array_equal(clf.predict(X[:3], include_noise=True)[0], clf.predict_proba(X[:3]))
+    # under a classification likelihood predict gives labels (as SGPC's), predict_y the moments
+    np.testing.assert_array_equal(clf.predict(X[:3]), (clf.predict_proba(X[:3]) > 0.5).astype(int))
+    with pytest.raises(ValueError, match="predict gives labels"):
+        clf.predict(X[:3], include_noise=True)

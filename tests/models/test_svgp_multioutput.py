@@ -53,7 +53,7 @@ def single_models(X, Y, mu, root):
     for p in range(P):
         rows = ~np.isnan(Y[:, p])
         m = sg.SVGP(X[rows], Y[rows, p], kernel=kernel(), inducing_points=Z,
-                    likelihood=sg.likelihoods.Gaussian(NOISE[p]))
+                    likelihood=sg.likelihoods.Gaussian(NOISE[p]), standardize_y=False)
         set_q(m, mu[:, p:p + 1], root[p:p + 1])
         models.append(m)
     return models
@@ -63,8 +63,9 @@ def single_models(X, Y, mu, root):
 def test_independent_outputs_equal_single_output_models_on_their_observed_rows(missing):
     X, Y = data(missing=missing)
     mu, root = random_q(P)
+    # y as given in every model: the sum over outputs holds in one unit of y
     multi = sg.SVGP(X, Y, kernel=kernel(), inducing_points=Z,
-                    likelihood=sg.likelihoods.Gaussian(NOISE))
+                    likelihood=sg.likelihoods.Gaussian(NOISE), standardize_y=False)
     assert multi.num_latent == P and multi.num_outputs == P
     set_q(multi, mu, root)
     singles = single_models(X, Y, mu, root)
@@ -128,14 +129,16 @@ def test_lmc_elbo_against_monte_carlo_over_the_latent_functions():
     W = np.array([[1.0, 0.3], [-0.5, 0.8], [0.2, -1.1]])
     mu, root = random_q(L, seed=4)
     m = sg.SVGP(X, Y, kernel=kernel(), inducing_points=Z,
-                likelihood=sg.likelihoods.Gaussian(NOISE), mixing=W)
+                likelihood=sg.likelihoods.Gaussian(NOISE), mixing=W,
+                standardize_y=False)  # the Monte Carlo estimate's raw Y
     assert m.num_latent == L
     set_q(m, mu, root)
     # E_q(g_n) log N(y_n | W g_n, σ²) by sampling the latent marginals, + the KL from the model
     from sparsegp.objectives.svgp import kl_divergence
     with torch.no_grad():
         kl = float(kl_divergence(m.q_mu, m.q_sqrt, m._cholesky_kuu(), m.whiten))
-    gm, gv = m._latent(X)  # the latent marginals (q(g_n) independent over l)
+    with torch.no_grad(), m._predicting(X) as call:
+        gm, gv = m._latent(call)  # the latent marginals (q(g_n) independent over l)
     rng = np.random.default_rng(5)
     S = 20000
     g = gm.numpy()[None] + np.sqrt(gv.numpy())[None] * rng.standard_normal((S, N, L))
@@ -154,11 +157,13 @@ def test_lmc_elbo_against_monte_carlo_over_the_latent_functions():
 
 def test_full_batch_fit_with_missing_outputs_lands_on_the_collapsed_optimum():
     X, Y = data(6, missing=True)
-    m = sg.SVGP(X, Y, kernel=kernel(), inducing_points=Z, likelihood=sg.likelihoods.Gaussian(0.1))
+    m = sg.SVGP(X, Y, kernel=kernel(), inducing_points=Z, likelihood=sg.likelihoods.Gaussian(0.1),
+                standardize_y=False)
     m.fit(maxiter=60)
-    # the same hyperparameters in SGPR (one shared noise): its bound is max over q(u)
+    # the same hyperparameters in SGPR (one shared noise; the same units: y as given): its
+    # bound is max over q(u)
     reg = sg.SGPR(X, Y, kernel=kernel(), inducing_points=m.inducing_points,
-                  noise_variance=m.likelihood.variance)
+                  noise_variance=m.likelihood.variance, standardize_y=False)
     reg.kernel.load_state_dict(m.kernel.state_dict())
     assert m.log_marginal_likelihood() == pytest.approx(reg.log_marginal_likelihood(), rel=1e-9)
     for a, b in zip(m.predict_f(X[:6]), reg.predict_f(X[:6])):

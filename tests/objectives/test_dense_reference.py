@@ -169,10 +169,12 @@ class Problem:
             noise_variance=self.s2,
             jitter=0.0,
             chunk_size=chunk_size,
+            standardize_y=False,  # y as given: the dense references work on the raw targets
         )
 
     def gpr(self):
-        return sg.GPR(self.X, self.y, kernel=self.kernel(), noise_variance=self.s2)
+        return sg.GPR(self.X, self.y, kernel=self.kernel(), noise_variance=self.s2,
+                      standardize_y=False)
 
     def __repr__(self):
         return (
