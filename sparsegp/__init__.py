@@ -10,6 +10,7 @@ from .distributed import DistributedError  # noqa: E402
 from .features import InducingPoints  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
 from .models import GPR, GPSSM, KISSGP, RFF, SGPC, SGPR, SSGP, SVGP, BayesianGPLVM, load  # noqa: E402
+from .models.fitting import FitOptions  # noqa: E402
 from .partition import cluster_blocks  # noqa: E402
 from .training import FitResult  # noqa: E402
 from .validation import ScaleWarning  # noqa: E402
@@ -22,7 +23,7 @@ __all__ = [
     "likelihoods", "means",
     "datasets", "features",
     "InducingPoints",
-    "FitResult", "diagnostics", "select_inducing", "cluster_blocks", "Diagnostics",
+    "FitResult", "FitOptions", "diagnostics", "select_inducing", "cluster_blocks", "Diagnostics",
     "ApproximationWarning",
     "CholeskyError", "JitterWarning", "ScaleWarning", "DistributedError", "distributed", "__version__",
 ]

@@ -65,6 +65,7 @@ from ..validation import (
 )
 from .classes import MODELS
 from .dtypes import DtypeModule, dtype_name
+from .fitting import FitOptions, Fitting, TrainingPlan, default
 from .persistence import save_model
 from .predictions import Predicting, prediction_inputs
 from .state import StateKey, state_key
@@ -107,7 +108,7 @@ def _trailing_shape(y: Any) -> str:
     return "[" + ", ".join(["N", *(str(n) for n in tuple(np.shape(y))[1:])]) + "]"
 
 
-class Model(Predicting, Registered, DtypeModule, ABC):
+class Model(Fitting, Predicting, Registered, DtypeModule, ABC):
     """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
 
     registry = MODELS
@@ -324,13 +325,26 @@ class Model(Predicting, Registered, DtypeModule, ABC):
         self._require_data()
         return -(self._objective() + self._objective_offset() + self.log_prior())
 
-    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
-            callback: Any = None) -> FitResult:
-        """Maximise the objective (+ log priors) with scipy L-BFGS-B; see `training.fit_lbfgsb`."""
-        self._require_data()
+    def training_plan(self, options: FitOptions) -> TrainingPlan:
+        """L-BFGS-B on the objective (+ log priors): `maxiter` (1000), `tol`, `progress`,
+        `callback`; see `training.fit_lbfgsb`. With `diagnose` (where the model takes it;
+        default True) the fitted model is then checked (`_check_fit`)."""
+        return TrainingPlan("L-BFGS-B on the objective", self.fit_options, self._fit_lbfgsb)
+
+    def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
         with threads_for(self.evaluation_work()):
-            return fit_lbfgsb(self, maxiter=maxiter, tol=tol, progress=progress,
-                              callback=callback, lockstep=self.shards_data and is_distributed())
+            result = fit_lbfgsb(self, maxiter=default(options.maxiter, 1000), tol=options.tol,
+                                progress=options.progress, callback=options.callback,
+                                lockstep=self.shards_data and is_distributed())
+        if ("diagnose" in self.fit_options and options.diagnose is not False
+                and not result.interrupted):
+            self._check_fit(stacklevel=5)
+        return result
+
+    def _check_fit(self, stacklevel: int) -> None:
+        """Check a fitted model and warn about what tripped (models that take `diagnose`):
+        `stacklevel` makes a warning issued by a function `_check_fit` calls point at the
+        caller of `fit()`."""
 
     def evaluation_work(self) -> float:
         """Flops of one objective evaluation, roughly (N·M² + M³ with M inducing variables,

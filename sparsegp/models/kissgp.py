@@ -26,6 +26,7 @@ from ..threads import threads_for
 from ..training import FitResult
 from ..training.stochastic import fit_adam
 from ..validation import check_seed
+from .fitting import FitOptions, TrainingPlan, default
 from .regression import GPModel
 
 #: KISS-GP stores G^D grid values: beyond three input dimensions the grid does not fit.
@@ -248,18 +249,22 @@ class KISSGP(GPModel):
                                      self.sizes, saved["a"], saved["C"],
                                      saved["noise_variance"], self.prior_mean())
 
-    # Adam's step size where Model.fit takes L-BFGS-B's tolerance
-    def fit(self, maxiter: int = 300, *, lr: float = 0.05, progress: bool | None = None,  # type: ignore[override]
-            callback: Any = None, diagnose: bool = False) -> FitResult:
-        """`maxiter` Adam steps (`lr`) on the evidence with fresh probe vectors per step, whose
-        gradient is an unbiased estimate (Gardner et al. 2018): the trace term's estimate has
-        a variance that quasi-Newton line searches do not tolerate. `diagnose` is accepted for
-        the common interface; `diagnostics()` reports on demand."""
-        self._require_data()
+    #: Adam's step size where L-BFGS-B takes a tolerance
+    fit_options = frozenset({"maxiter", "lr", "progress", "callback", "diagnose"})
+
+    def training_plan(self, options: FitOptions) -> TrainingPlan:
+        """`maxiter` (300) Adam steps (`lr`, 0.05) on the evidence with fresh probe vectors
+        per step, whose gradient is an unbiased estimate (Gardner et al. 2018): the trace
+        term's estimate has a variance that quasi-Newton line searches do not tolerate.
+        `diagnose` is accepted for the common interface; `diagnostics()` reports on demand."""
+        return TrainingPlan("Adam on the evidence", self.fit_options, self._fit_adam)
+
+    def _fit_adam(self, options: FitOptions) -> FitResult:
         with threads_for(self.evaluation_work()):
-            result = fit_adam(self, maxiter, lr, progress, callback)
+            result = fit_adam(self, default(options.maxiter, 300), default(options.lr, 0.05),
+                              options.progress, options.callback)
         if not result.interrupted:  # the fitted lengthscales may be too short for the grid
-            self._warn_coarse_grid(stacklevel=3)
+            self._warn_coarse_grid(stacklevel=4)  # the caller of fit()
         return result
 
     def diagnostics(self, **kwargs: Any) -> KISSDiagnostics:  # type: ignore[override]

@@ -13,6 +13,14 @@ import torch
 from torch import Tensor
 
 
+def classifies(likelihood: Any) -> bool:
+    """True for the classification likelihoods (Bernoulli, MultiClass): their models' `predict`
+    gives labels and `predict_proba` probabilities."""
+    from ..likelihoods import Bernoulli, MultiClass  # parts sit below models
+
+    return isinstance(likelihood, (Bernoulli, MultiClass))
+
+
 def binary_classes(y: Any, t: Tensor) -> list:
     """The two label values of binary targets y (`t`: y as a tensor): bool labels predict as
     bools, labels with a negative value as −1/+1, anything else as 0/1."""

@@ -29,7 +29,6 @@ from ..registry import Registered
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.minibatch import fit_minibatch
-from ..training.options import warn_unused
 from ..validation import (
     GOOD_SPREAD,
     ScaleWarning,
@@ -41,6 +40,7 @@ from ..validation import (
 from .base import PARTS
 from .classes import MODELS
 from .dtypes import DtypeModule
+from .fitting import FitOptions, Fitting, TrainingPlan, default
 from .persistence import save_model
 from .predictions import Predicting, prediction_inputs
 from .state import StateKey, state_key
@@ -118,7 +118,7 @@ def check_output_scale(signal: float, default_noise: bool, model: str) -> None:
     warnings.warn(f"{model}: badly scaled data: {advice}", ScaleWarning, stacklevel=3)
 
 
-class LatentInputModel(Predicting, Registered, DtypeModule, ABC):
+class LatentInputModel(Fitting, Predicting, Registered, DtypeModule, ABC):
     """Base of the random-input models; subclasses give the bound and the optimal q(u)."""
 
     registry = MODELS
@@ -200,34 +200,40 @@ class LatentInputModel(Predicting, Registered, DtypeModule, ABC):
         """Minus (bound + log priors), differentiable: what `fit()` minimises."""
         return -(self.elbo() + self.log_prior())
 
-    def fit(self, maxiter: int | None = None, tol: float | None = None,
-            progress: bool | None = None, callback: Any = None, *,
-            batch_size: int | None = None, epochs: int | None = None, lr: float | None = None,
-            natgrad: bool = True, gamma: float | None = None, seed: int | None = None
-            ) -> FitResult:
+    fit_options = frozenset({"maxiter", "tol", "progress", "callback", "batch_size", "epochs",
+                             "lr", "natgrad", "gamma", "seed"})
+
+    def training_plan(self, options: FitOptions) -> TrainingPlan:
         """Maximise the bound over the variational parameters and the hyperparameters.
 
         `batch_size=None`: q(u) collapsed, L-BFGS-B (`maxiter`, default 1000; `tol`).
         Otherwise minibatches of `batch_size` rows (GP-LVM) or transitions (GPSSM) with an
         explicit q(u) started at the collapsed optimum: natural-gradient steps of size `gamma`
-        on it with `natgrad`, Adam (`lr`, default 0.01) on everything else, for `epochs`
-        (default ~2,000 steps; batches drawn with `seed`, default 0). Options of the way not
-        taken give a warning that names them. Either way the posterior afterwards uses the
-        optimal q(u) given the fitted state."""
-        self._require_data()
-        if batch_size is None:
-            warn_unused({"epochs": epochs, "lr": lr, "gamma": gamma, "seed": seed},
-                        "minibatch training (batch_size given)",
-                        "full-batch L-BFGS-B on the collapsed bound (`maxiter`)")
-            with threads_for(self.evaluation_work()):
-                return fit_lbfgsb(self, maxiter=1000 if maxiter is None else maxiter, tol=tol,
-                                  progress=progress, callback=callback)
-        warn_unused({"maxiter": maxiter, "tol": tol}, "the full-batch L-BFGS-B fit (no "
-                    "batch_size)", "minibatch training (`epochs` sets its length)")
-        share = min(1.0, batch_size / max(1, self._config.get("num_data", batch_size)))
+        on it with `natgrad` (default True), Adam (`lr`, default 0.01) on everything else, for
+        `epochs` (default ~2,000 steps; batches drawn with `seed`, default 0). Options of the
+        way not taken give a warning that names them. Either way the posterior afterwards
+        uses the optimal q(u) given the fitted state."""
+        if options.batch_size is None:
+            return TrainingPlan("full-batch L-BFGS-B on the collapsed bound (`maxiter`)",
+                                frozenset({"maxiter", "tol", "callback", "natgrad"}),
+                                self._fit_collapsed, "minibatch training (batch_size given)")
+        return TrainingPlan("minibatch training (`epochs` sets its length)",
+                            self.fit_options - {"maxiter", "tol"}, self._fit_minibatch,
+                            "the full-batch L-BFGS-B fit (no batch_size)")
+
+    def _fit_collapsed(self, o: FitOptions) -> FitResult:
+        with threads_for(self.evaluation_work()):
+            return fit_lbfgsb(self, maxiter=default(o.maxiter, 1000), tol=o.tol,
+                              progress=o.progress, callback=o.callback)
+
+    def _fit_minibatch(self, o: FitOptions) -> FitResult:
+        batch_size = o.batch_size  # checked by fit_minibatch
+        rows = max(1, int(self._config.get("num_data", 1)))
+        share = min(1.0, batch_size / rows) if isinstance(batch_size, int) and batch_size > 0 else 1.0
         with threads_for(self.evaluation_work() * share):
-            return fit_minibatch(self._minibatches(), batch_size, epochs, lr, natgrad, gamma,
-                                 None, progress, seed, callback)
+            return fit_minibatch(self._minibatches(), batch_size, o.epochs, o.lr,
+                                 default(o.natgrad, True), o.gamma, None, o.progress, o.seed,
+                                 o.callback)
 
     # -- posterior --------------------------------------------------------------------------
     def posterior(self) -> SparsePosterior:

@@ -17,7 +17,6 @@ from ..means import Zero, as_mean
 from ..objectives.blocks import label_codes
 from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value, at_least_above
-from ..training import FitResult
 from ..validation import as_output_targets, as_targets, target_scale_problems
 from .base import NOISE_FRACTION, Model
 from .units import TargetUnits
@@ -145,20 +144,16 @@ class GPModel(TargetUnits, Model):
         with torch.no_grad():
             return float(self._objective()) + self._objective_offset()
 
-    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
-            callback: Any = None, diagnose: bool = True) -> FitResult:
-        """Maximise the objective (+ log priors) with scipy L-BFGS-B; see `training.fit_lbfgsb`.
+    #: L-BFGS-B (`Model.training_plan`), then `diagnostics()` unless `diagnose=False`
+    fit_options = Model.fit_options | {"diagnose"}
 
-        Always returns the fitted model's `FitResult` (Ctrl-C stops training at the last
-        accepted parameters). With `diagnose` (default) the fitted model is checked by
+    def _check_fit(self, stacklevel: int) -> None:
+        """After `fit()` (unless `diagnose=False`): the fitted model is checked by
         `diagnostics()` and one `sparsegp.ApproximationWarning` lists whatever tripped; a check
         that cannot be computed is reported the same way, never raised. With data sharded
-        over torch.distributed ranks the checks see all the data (every rank runs them).
-        """
-        result = super().fit(maxiter=maxiter, tol=tol, progress=progress, callback=callback)
-        if diagnose and not result.interrupted and self.num_outputs == 1:
-            warn_if_unhealthy(self, stacklevel=3)
-        return result
+        over torch.distributed ranks the checks see all the data (every rank runs them)."""
+        if self.num_outputs == 1:
+            warn_if_unhealthy(self, stacklevel=stacklevel)
 
     def diagnostic_view(self) -> RegressionView:
         """What the diagnostics read of this model (internal units): see `RegressionView`."""

@@ -15,7 +15,7 @@ from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..kernels.base import Kernel
-from ..likelihoods import Bernoulli
+from ..likelihoods import Bernoulli, Gaussian
 from ..likelihoods.base import Likelihood
 from ..objectives import pep_classification as pep
 from ..objectives.collapsed import family, q_from_statistics
@@ -23,12 +23,13 @@ from ..posteriors import SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult
 from ..training import ep as schedules
-from ..training.options import DEFAULT_LR, warn_unused
+from ..training.options import DEFAULT_LR
 from ..validation import as_tensor, check_finite
 from .base import Model
+from .fitting import FitOptions, TrainingPlan, default
 from .inducing import InducingMixin, resolve_feature
-from .labels import binary_classes, predicted_labels
-from .predictions import label_distribution
+from .labels import binary_classes, classifies, predicted_labels
+from .predictions import gaussian, label_distribution
 
 
 class SGPC(InducingMixin, Model):
@@ -194,18 +195,20 @@ class SGPC(InducingMixin, Model):
         with threads_for(self.evaluation_work()):
             return schedules.site_sweeps(self, max_sweeps, tol, batch)
 
-    # `tol` is the EP energy's tolerance (a number, not L-BFGS-B's optional one); EP's own options
-    def fit(self, maxiter: int | None = None, tol: float | None = None,
-            progress: bool | None = None, callback: Any = None, *, schedule: str = "full",
-            inner_maxiter: int | None = None, max_sweeps: int | None = None,
-            batch_size: int | None = None, epochs: int | None = None, lr: float | None = None,
-            sweeps_per_batch: int | None = None, seed: int | None = None,
-            refresh_every: int | None = None) -> FitResult:
+    fit_options = frozenset({"maxiter", "tol", "progress", "callback", "schedule",
+                             "inner_maxiter", "max_sweeps", "batch_size", "epochs", "lr",
+                             "sweeps_per_batch", "seed", "refresh_every"})
+    _FULL = frozenset({"maxiter", "tol", "callback", "inner_maxiter", "max_sweeps",
+                       "schedule"})
+    _STOCHASTIC = frozenset({"batch_size", "epochs", "lr", "sweeps_per_batch", "seed",
+                             "refresh_every", "schedule"})
+
+    def training_plan(self, options: FitOptions) -> TrainingPlan:
         """Alternate site updates and hyperparameter steps; see the class docstring.
 
-        Full schedule: up to `maxiter` (20) rounds of (sweeps to convergence, at most
-        `max_sweeps` (200), then L-BFGS-B for `inner_maxiter` (50) iterations), until the
-        energy changes by less than `tol` (1e-6)·(1 + |F|).
+        Full schedule (`schedule="full"`, the default): up to `maxiter` (20) rounds of (sweeps
+        to convergence, at most `max_sweeps` (200), then L-BFGS-B for `inner_maxiter` (50)
+        iterations), until the energy changes by less than `tol` (1e-6)·(1 + |F|).
         Stochastic schedule: `epochs` (50) passes over minibatches of `batch_size` (256)
         sites, `sweeps_per_batch` (2) sweeps of a batch's sites before each Adam step (`lr`,
         0.01; batches drawn with `seed`, 0); q(u)'s sums over all the sites are kept running
@@ -213,28 +216,27 @@ class SGPC(InducingMixin, Model):
         allows, at most every 10 steps). Options of the other schedule give a warning.
         Ctrl-C stops either at the last accepted state; the result says it was interrupted.
         """
-        self._require_data()
-        full = {"maxiter": maxiter, "tol": tol, "callback": callback,
-                "inner_maxiter": inner_maxiter, "max_sweeps": max_sweeps}
-        stochastic = {"batch_size": batch_size, "epochs": epochs, "lr": lr,
-                      "sweeps_per_batch": sweeps_per_batch, "seed": seed,
-                      "refresh_every": refresh_every}
+        schedule = default(options.schedule, "full")
         if schedule == "full":
-            warn_unused(stochastic, 'schedule="stochastic"', 'the full schedule')
-            with threads_for(self.evaluation_work()):
-                return schedules.fit_full(
-                    self, 20 if maxiter is None else maxiter, 1e-6 if tol is None else tol,
-                    progress, callback, 50 if inner_maxiter is None else inner_maxiter,
-                    200 if max_sweeps is None else max_sweeps)
+            return TrainingPlan("the full schedule", self._FULL, self._fit_full,
+                                'schedule="stochastic"')
         if schedule == "stochastic":
-            warn_unused(full, 'schedule="full"', 'the stochastic schedule')
-            with threads_for(self.evaluation_work()):
-                return schedules.fit_stochastic(
-                    self, 256 if batch_size is None else batch_size,
-                    50 if epochs is None else epochs, DEFAULT_LR if lr is None else lr,
-                    2 if sweeps_per_batch is None else sweeps_per_batch,
-                    0 if seed is None else seed, progress, refresh_every)
+            return TrainingPlan("the stochastic schedule", self._STOCHASTIC,
+                                self._fit_stochastic, 'schedule="full"')
         raise ValueError(f"schedule must be 'full' or 'stochastic'; got {schedule!r}")
+
+    def _fit_full(self, o: FitOptions) -> FitResult:
+        with threads_for(self.evaluation_work()):
+            return schedules.fit_full(self, default(o.maxiter, 20), default(o.tol, 1e-6),
+                                      o.progress, o.callback, default(o.inner_maxiter, 50),
+                                      default(o.max_sweeps, 200))
+
+    def _fit_stochastic(self, o: FitOptions) -> FitResult:
+        with threads_for(self.evaluation_work()):
+            return schedules.fit_stochastic(
+                self, default(o.batch_size, 256), default(o.epochs, 50),
+                default(o.lr, DEFAULT_LR), default(o.sweeps_per_batch, 2), default(o.seed, 0),
+                o.progress, o.refresh_every)
 
     # -- persistence ----------------------------------------------------------------------
     def data_extras(self) -> dict[str, Tensor]:
@@ -291,12 +293,23 @@ class SGPC(InducingMixin, Model):
             mean, var = call.posterior.predict_f(call.X)
             return call.out(*self.likelihood.predict_mean_and_var(mean, var))
 
+    @property
+    def classifies(self) -> bool:
+        """True under the Bernoulli likelihood (the default): `predict` gives labels."""
+        return classifies(self.likelihood)
+
     def predict_proba(self, Xnew: Any) -> Any:
-        """P(y* = 1) [N*] (probit: Φ(m*/√(1 + v*)))."""
+        """P(y* = 1) [N*] (probit: Φ(m*/√(1 + v*))); Bernoulli likelihood only."""
+        if not self.classifies:
+            raise TypeError(f"predict_proba needs the Bernoulli likelihood; this SGPC's is "
+                            f"{type(self.likelihood).__name__}: use predict_y")
         return self.predict_y(Xnew)[0]
 
     def predict(self, Xnew: Any) -> Any:
-        """Predicted labels [N*], in the label values of the training data."""
+        """Predicted labels [N*], in the label values of the training data (Bernoulli); under
+        another likelihood the moments of the latent f* (`predict_f`), as every model's."""
+        if not self.classifies:
+            return self.predict_f(Xnew)
         return predicted_labels(self.predict_proba(Xnew), self.classes)
 
     def predict_log_density(self, Xnew: Any, ynew: Any) -> Any:
@@ -314,6 +327,16 @@ class SGPC(InducingMixin, Model):
             return call.out(self.likelihood.predict_log_density(mean, var, y))[0]
 
     def _observed_distribution(self, Xnew: Any, full_cov: bool) -> Distribution:
+        if not self.classifies:
+            if isinstance(self.likelihood, Gaussian) and not full_cov:
+                mean, var = (t if isinstance(t, Tensor) else torch.from_numpy(t)
+                             for t in self.predict_y(Xnew))
+                return gaussian(mean, var, False, 0.0)
+            raise NotImplementedError(
+                f"the predictive distribution of y* under this SGPC's "
+                f"{type(self.likelihood).__name__} likelihood is not available as a torch "
+                "distribution (with full_cov: not at all): use predict_y for its moments, "
+                "predict_log_density for its density")
         if full_cov:
             raise ValueError("the labels' predictive has no covariance over the points")
         p = self.predict_proba(Xnew)

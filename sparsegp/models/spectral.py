@@ -29,7 +29,6 @@ from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
 from ..parameters import Parameterised
 from ..posteriors import FeaturePosterior
-from ..training import FitResult
 from ..validation import check_seed, seeded_generator
 from .regression import GPModel
 
@@ -190,21 +189,17 @@ class RFF(GPModel):
     def _restore_posterior(self, saved: dict[str, Any]) -> FeaturePosterior:
         return FeaturePosterior.from_state(self.basis, self.kernel, saved, self.prior_mean())
 
-    def fit(self, maxiter: int = 1000, tol: float | None = None, progress: bool | None = None,
-            callback: Any = None, diagnose: bool = True) -> FitResult:
-        """L-BFGS-B on the evidence (kernel hyperparameters, noise; SSGP: the frequencies too).
-        With `diagnose`, a warning if `diagnostics()` finds something."""
-        result = super(GPModel, self).fit(maxiter=maxiter, tol=tol, progress=progress,
-                                          callback=callback)
-        if diagnose and not result.interrupted:
-            rep = self.diagnostics()
-            serious = [w for w in rep.warnings if not w.startswith(_NOT_A_BOUND[:20])]
-            if serious:
-                from ..diagnostics import ApproximationWarning
+    def _check_fit(self, stacklevel: int) -> None:
+        """After `fit()` (L-BFGS-B on the evidence: kernel hyperparameters, noise; SSGP: the
+        frequencies too), unless `diagnose=False`: a warning if `diagnostics()` finds
+        something."""
+        rep = self.diagnostics()
+        serious = [w for w in rep.warnings if not w.startswith(_NOT_A_BOUND[:20])]
+        if serious:
+            from ..diagnostics import ApproximationWarning
 
-                warnings.warn(f"{type(self).__name__}: {'; '.join(serious)}",
-                              ApproximationWarning, stacklevel=2)
-        return result
+            warnings.warn(f"{type(self).__name__}: {'; '.join(serious)}",
+                          ApproximationWarning, stacklevel=stacklevel - 1)  # warn here
 
     def diagnostics(self, **kwargs: Any) -> SpectralDiagnostics:  # type: ignore[override]
         """The evidence, the exact GP's at the same hyperparameters (RFF, N ≤ 2000), and

@@ -19,7 +19,7 @@ from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
-from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian, MultiClass
+from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian
 from ..likelihoods.base import Likelihood
 from ..means import Mean, Zero, as_mean
 from ..objectives import svgp as objective
@@ -28,7 +28,6 @@ from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb, natural_gradient_step
 from ..training.minibatch import fit_minibatch
-from ..training.options import warn_unused
 from ..validation import (
     as_output_targets,
     as_tensor,
@@ -38,8 +37,9 @@ from ..validation import (
 )
 from .base import NOISE_FRACTION, Model
 from .coregional import CoregionalMixin, mixing_matrix
+from .fitting import FitOptions, TrainingPlan, default
 from .inducing import InducingMixin, resolve_feature
-from .labels import binary_classes, predicted_labels
+from .labels import binary_classes, classifies, predicted_labels
 from .predictions import Call, label_distribution
 from .units import TargetUnits
 
@@ -397,62 +397,67 @@ class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
         return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
                                      self.q_mu, self.q_sqrt, gamma)
 
-    # minibatch options first: SVGP trains by other means than the L-BFGS-B of Model.fit
-    def fit(self, *, batch_size: int | None = None, epochs: int | None = None,  # type: ignore[override]
-            lr: float | None = None, natgrad: bool = True, gamma: float | None = None,
-            maxiter: int | None = None, data: Any = None, progress: bool | None = None,
-            seed: int | None = None, callback: Any = None, diagnose: bool = True) -> FitResult:
-        """Train; every argument has a default that works for a few thousand points.
+    fit_options = frozenset({"maxiter", "progress", "callback", "diagnose", "batch_size",
+                             "epochs", "lr", "natgrad", "gamma", "seed", "data"})
+
+    def training_plan(self, options: FitOptions) -> TrainingPlan:
+        """Every option has a default that works for a few thousand points.
 
         Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
-        default 1000) on the hyperparameters with q(u) at its optimum throughout — the collapsed bound
-        (Titsias 2009), which is the ELBO maximised over q(u) — then one natural-gradient step
-        of size 1 puts q(u) at that optimum; with `diagnose` (default) and one output the
-        fitted model is then checked as `SGPR.fit` checks it (`diagnostics()`; one
-        `sparsegp.ApproximationWarning` lists what tripped, never an error). A minibatch fit
-        is not checked (the checks cost several passes over the data): call `diagnostics()`.
-        Otherwise minibatches of `batch_size` (default min(N, 256)) from (X, y) or from
-        `data` (a DataLoader of (X, y) batches in the units of X) for `epochs` (default:
-        about 2,000 steps, drawn with `seed`, default 0), each step an Adam step (`lr`, default
-        0.01) on the hyperparameters and, with `natgrad`, a natural-gradient step of size
-        `gamma` (default 0.1) on q(u) — or Adam on q(u) too without `natgrad`.
-        Options of the way not taken give a warning that names them.
-        Ctrl-C stops at the last completed step.
-        """
-        self._require_data()
-        start = time.perf_counter()
-        natgrad = natgrad and not self.mean_field
-        minibatch = {"epochs": epochs, "lr": lr, "gamma": gamma, "seed": seed}
-        why = self._why_minibatch(batch_size, data)
+        default 1000) on the hyperparameters with q(u) at its optimum throughout — the
+        collapsed bound (Titsias 2009), which is the ELBO maximised over q(u) — then one
+        natural-gradient step of size 1 puts q(u) at that optimum; with `diagnose` (default)
+        and one output the fitted model is then checked as `SGPR.fit` checks it
+        (`diagnostics()`; one `sparsegp.ApproximationWarning` lists what tripped, never an
+        error). A minibatch fit is not checked (the checks cost several passes over the
+        data): call `diagnostics()`. Otherwise minibatches of `batch_size` (default
+        min(N, 256)) from (X, y) or from `data` (a DataLoader of (X, y) batches in the units
+        of X) for `epochs` (default: about 2,000 steps, drawn with `seed`, default 0), each
+        step an Adam step (`lr`, default 0.01) on the hyperparameters and, with `natgrad`
+        (default True), a natural-gradient step of size `gamma` (default 0.1) on q(u) — or
+        Adam on q(u) too without `natgrad`. Options of the way not taken give a warning that
+        names them. Ctrl-C stops at the last completed step."""
+        why = self._why_minibatch(options.batch_size, options.data)
         if why is None:
-            warn_unused(minibatch, "minibatch training (batch_size or data given)",
-                        "full-batch L-BFGS-B (`maxiter`)")
-            # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
-            q_free = self.q_mu.requires_grad and self.q_sqrt.requires_grad
-            with threads_for(self.evaluation_work()):
-                res = fit_lbfgsb(_CollapsedBound(self) if q_free else self,
-                                 maxiter=1000 if maxiter is None else maxiter,
-                                 progress=progress, callback=callback)
-            if q_free:
-                self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
-                res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
-            res.seconds = time.perf_counter() - start
-            if diagnose and not res.interrupted and self.num_outputs == 1:
-                warn_if_unhealthy(self, stacklevel=3)
-            return res
-        warn_unused({"maxiter": maxiter}, "the full-batch L-BFGS-B fit (a Gaussian likelihood "
-                    "without batch_size or data)", f"minibatch training because of {why} "
-                    "(`epochs` sets its length)")
-        B = float(min(self.num_data, batch_size or 256))
+            return TrainingPlan("full-batch L-BFGS-B (`maxiter`)",
+                                frozenset({"maxiter", "callback", "diagnose", "natgrad"}),
+                                self._fit_collapsed,
+                                "minibatch training (batch_size or data given)")
+        return TrainingPlan(f"minibatch training because of {why} (`epochs` sets its length)",
+                            self.fit_options - {"maxiter", "diagnose"}, self._fit_minibatch,
+                            "the full-batch L-BFGS-B fit (a Gaussian likelihood without "
+                            "batch_size or data)")
+
+    def _fit_collapsed(self, options: FitOptions) -> FitResult:
+        start = time.perf_counter()
+        # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
+        q_free = self.q_mu.requires_grad and self.q_sqrt.requires_grad
+        with threads_for(self.evaluation_work()):
+            res = fit_lbfgsb(_CollapsedBound(self) if q_free else self,
+                             maxiter=default(options.maxiter, 1000),
+                             progress=options.progress, callback=options.callback)
+        if q_free:
+            self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
+            res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
+        res.seconds = time.perf_counter() - start
+        if options.diagnose is not False and not res.interrupted and self.num_outputs == 1:
+            warn_if_unhealthy(self, stacklevel=4)  # the caller of fit()
+        return res
+
+    def _fit_minibatch(self, options: FitOptions) -> FitResult:
+        natgrad = default(options.natgrad, True) and not self.mean_field
+        B = float(min(self.num_data, options.batch_size or 256))
         M = float(self.num_inducing)
         cost = getattr(self.kernel, "evaluation_cost", 1)
         # the minibatch bounds are of the internal targets: reported in the units of y
         offset = self._objective_offset()
+        callback = options.callback
         if offset and callable(callback):
             callback = _shifted_callback(callback, offset)
         with threads_for((B * M * M * self.num_latent + M**3) * cost):
-            res = fit_minibatch(self, batch_size, epochs, lr, natgrad, gamma, data, progress,
-                                seed, callback)
+            res = fit_minibatch(self, options.batch_size, options.epochs, options.lr, natgrad,
+                                options.gamma, options.data, options.progress, options.seed,
+                                callback)
         if offset:
             res.objective += offset
             res.history = [h + offset for h in res.history]
@@ -619,7 +624,7 @@ class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
     @property
     def classifies(self) -> bool:
         """True under a classification likelihood (Bernoulli, MultiClass)."""
-        return isinstance(self.likelihood, (Bernoulli, MultiClass))
+        return classifies(self.likelihood)
 
     def predict_proba(self, Xnew: Any) -> Any:
         """Class probabilities: P(y* = 1) [N*] for Bernoulli, [N*, C] for several classes."""

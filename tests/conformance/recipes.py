@@ -143,6 +143,26 @@ class ModelCase(Case):
     #: "exact": the gradient of training_loss is that of its value; "unbiased": an unbiased
     #: stochastic estimate (fresh probe vectors per `training_loss(step)`), checked in the mean
     gradient: str = "exact"
+    #: new inputs X* [N*, D] of the prediction checks (test_predictions.py), of the model's
+    #: input width (None: the 5 two-dimensional points `_X_NEW`)
+    new_inputs: np.ndarray | None = None
+    #: observations y* at `new_inputs` that the model's likelihood accepts (its labels, its
+    #: outputs' shape), for `predict_log_density`: every recipe needs them
+    new_targets: np.ndarray | None = None
+    #: what `predictive(X*, observed=True)` is: "gaussian" (Normal / MultivariateNormal of
+    #: `predict_y`'s moments), "labels" (Bernoulli / Categorical of `predict_proba`; the models
+    #: whose `classifies` is true) or "moments" (`predict_y` gives moments only: the
+    #: distribution refuses with NotImplementedError)
+    observed: str = "gaussian"
+
+    def Xnew(self) -> np.ndarray:
+        return _X_NEW if self.new_inputs is None else self.new_inputs
+
+    def ynew(self) -> np.ndarray:
+        assert self.new_targets is not None, (
+            f"the recipe {self.id!r} gives no new_targets (observations at its new_inputs for "
+            "predict_log_density): add them in tests/conformance/recipes.py MODELS_")
+        return self.new_targets
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -155,6 +175,9 @@ _X = _RNG.uniform(-2.0, 2.0, (20, 2))
 _Y = np.sin(_X).sum(1) + 0.1 * _RNG.standard_normal(20)
 _X_NEW = _X[:5] + 0.17
 _LATENT = np.c_[np.tanh(_X @ _RNG.standard_normal((2, 3))), _Y] + 0.05 * _RNG.standard_normal((20, 4))
+#: targets at _X_NEW for the log predictive densities (not drawn from _RNG: the data above stay)
+_Y_NEW = np.sin(_X_NEW).sum(1)
+_LABELS_NEW = (_Y_NEW > 0).astype(float)
 
 
 # -- kernels ----------------------------------------------------------------------------------
@@ -352,49 +375,85 @@ def _matern() -> Kernel:
     return K.Matern52(lengthscale=[1.0, 1.5], variance=1.1)
 
 
+#: sparse posteriors fold q(v) for prediction through eigh(I − S) and √|λ| (conditionals.fold);
+#: where q(v) is the prior (S = I: SVGP as initialised, SGPC before its sites are fitted) the
+#: eigenvalues are all 0 and the tensor predictions' parameter gradients NaN
+_PRIOR_FOLD_NAN = (
+    "NaN parameter gradients of tensor predictions while q(v) is the prior (S = I): "
+    "conditionals.fold backpropagates through torch.sqrt(lam.abs()) and eigh of I - S at "
+    "lam = 0 (all degenerate). Repro: X = np.random.default_rng(0).uniform(-2, 2, (20, 2)); "
+    "y = np.sin(X).sum(1); m = sg.SVGP(X, y, inducing_points=5, likelihood="
+    "sg.likelihoods.Gaussian(0.1)); m.predict_f(torch.tensor(X[:3]))[1].sum().backward() -> "
+    "m.q_sqrt.grad has NaN; sg.SGPC(X, (y > 0).astype(float), inducing_points=5) likewise -> "
+    "kernel.raw_lengthscale.grad, raw_variance.grad NaN (true values 0 and finite)")
+_PRIOR_FOLD = {"predict-parameter-gradient": _PRIOR_FOLD_NAN}
+
+
 MODELS_: dict[str, list[ModelCase]] = {
     "GPR": [ModelCase("", lambda: sg.GPR(_X, _Y, kernel=_matern(), noise_variance=0.1,
-                                         mean=means.Constant(0.2)))],
+                                         mean=means.Constant(0.2)),
+                      new_inputs=_X_NEW, new_targets=_Y_NEW)],
     "SGPR": [
         ModelCase("vfe", lambda: sg.SGPR(_X, _Y, kernel=_matern(), inducing_points=5,
-                                         noise_variance=0.1)),
+                                         noise_variance=0.1),
+                  new_inputs=_X_NEW, new_targets=_Y_NEW),
         ModelCase("pep-linear-mean", lambda: sg.SGPR(_X, _Y, kernel=_matern(), inducing_points=5,
                                                      approximation="pep", alpha=0.5,
                                                      noise_variance=0.1, mean="linear",
-                                                     standardize_X=True)),
+                                                     standardize_X=True),
+                  new_inputs=_X_NEW, new_targets=_Y_NEW),
     ],
     "SVGP": [
         ModelCase("gaussian", lambda: sg.SVGP(_X, _Y, kernel=_matern(), inducing_points=5,
-                                              likelihood=L.Gaussian(variance=0.1))),
+                                              likelihood=L.Gaussian(variance=0.1)),
+                  new_inputs=_X_NEW, new_targets=_Y_NEW,
+                  bugs=_PRIOR_FOLD),
         ModelCase("bernoulli", lambda: sg.SVGP(_X, (_Y > 0).astype(float), kernel=_matern(),
                                                likelihood=L.Bernoulli(), inducing_points=5,
                                                whiten=False),
-                  predict=lambda m: m.predict_y(_X_NEW)),
+                  predict=lambda m: m.predict_y(_X_NEW),
+                  new_inputs=_X_NEW, new_targets=_LABELS_NEW, observed="labels",
+                  bugs=_PRIOR_FOLD),
         ModelCase("heteroscedastic-mean", lambda: sg.SVGP(
             _X, _Y, kernel=_matern(), likelihood=L.HeteroscedasticGaussian(), inducing_points=5,
-            mean=means.Constant(0.3))),
+            mean=means.Constant(0.3)),
+                  new_inputs=_X_NEW, new_targets=_Y_NEW, observed="moments",
+                  bugs=_PRIOR_FOLD),
         ModelCase("robustmax", lambda: sg.SVGP(_X, (np.arange(20) % 3).astype(float), kernel=_matern(),
                                                likelihood=L.MultiClass(3, link="robustmax"),
                                                inducing_points=4),
-                  predict=lambda m: (m.predict_proba(_X_NEW),)),
+                  predict=lambda m: (m.predict_proba(_X_NEW),),
+                  new_inputs=_X_NEW, new_targets=np.arange(5) % 3.0, observed="labels",
+                  bugs=_PRIOR_FOLD),
     ],
     "SGPC": [ModelCase("", lambda: sg.SGPC(_X, (_Y > 0).astype(float), kernel=_matern(),
                                            inducing_points=5),
-                       predict=lambda m: (m.predict_proba(_X_NEW), *m.predict_f(_X_NEW)))],
+                       predict=lambda m: (m.predict_proba(_X_NEW), *m.predict_f(_X_NEW)),
+                       new_inputs=_X_NEW, new_targets=_LABELS_NEW, observed="labels",
+                       # its sites start at zero and are buffers, not parameters: perturbing
+                       # the parameters leaves q(v) the prior
+                       bugs={**_PRIOR_FOLD, "predict-parameter-gradient-perturbed": _PRIOR_FOLD_NAN})],
     # with a full-rank preconditioner the evidence is exact; its gradient uses the stochastic
     # trace estimates by design (Gardner et al. 2018)
     "KISSGP": [ModelCase("", lambda: sg.KISSGP(_X[:, :1], _Y, kernel=K.SquaredExponential(
                              lengthscale=0.8, variance=1.0), grid_size=12, preconditioner_rank=20,
                              noise_variance=0.1, num_probes=4),
-                         predict=lambda m: m.predict(_X_NEW[:, :1]), gradient="unbiased")],
+                         predict=lambda m: m.predict(_X_NEW[:, :1]), gradient="unbiased",
+                         new_inputs=_X_NEW[:, :1], new_targets=_Y_NEW)],
     "RFF": [ModelCase("", lambda: sg.RFF(_X, _Y, kernel=_matern(), num_features=5,
-                                         noise_variance=0.1))],
+                                         noise_variance=0.1),
+                      new_inputs=_X_NEW, new_targets=_Y_NEW)],
     "SSGP": [ModelCase("", lambda: sg.SSGP(_X, _Y, kernel=K.SquaredExponential(
-        lengthscale=[1.0, 1.5], variance=1.1), num_features=5, noise_variance=0.1))],
+        lengthscale=[1.0, 1.5], variance=1.1), num_features=5, noise_variance=0.1),
+                       new_inputs=_X_NEW, new_targets=_Y_NEW)],
+    # the random-input models predict their mapping: the GP-LVM's 4 outputs at latent points,
+    # the GPSSM's transition to the next (1-D) state
     "BayesianGPLVM": [ModelCase("", lambda: sg.BayesianGPLVM(_LATENT, latent_dim=2, inducing_points=5),
-                                predict=lambda m: m.predict(_X_NEW))],
+                                predict=lambda m: m.predict(_X_NEW),
+                                new_inputs=_X_NEW, new_targets=_LATENT[:5])],
     "GPSSM": [ModelCase("", lambda: sg.GPSSM(_LATENT[:, :2], state_dim=1, inducing_points=4),
-                        predict=lambda m: m.transition(_X_NEW[:, :1]))],
+                        predict=lambda m: m.transition(_X_NEW[:, :1]),
+                        new_inputs=_X_NEW[:, :1], new_targets=_Y_NEW[:, None])],
 }
 
 RECIPES: dict[str, dict[str, list]] = {"kernel": KERNELS, "feature": FEATURES,

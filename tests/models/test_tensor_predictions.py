@@ -376,3 +376,17 @@ def test_pathwise_samples_are_differentiable_and_refuse_what_they_cannot_do():
         sg.SGPR(X, np.c_[Y, Y], inducing_points=X[::5]).pathwise_samples(2)
     with pytest.raises(ValueError, match="num_features"):
         model.pathwise_samples(2, num_features=0)
+
+
+def test_sgpc_under_a_likelihood_that_does_not_classify_predicts_moments_not_labels():
+    model = sg.SGPC(X, Y, inducing_points=X[::5], likelihood=sg.likelihoods.Gaussian(0.1))
+    mean, var = model.predict(XS)  # as every model's predict under a regression likelihood
+    np.testing.assert_array_equal(mean, model.predict_f(XS)[0])
+    with pytest.raises(TypeError, match="predict_proba needs the Bernoulli likelihood"):
+        model.predict_proba(XS)
+    d = model.predictive(XS, observed=True)
+    ymean, yvar = model.predict_y(XS)
+    np.testing.assert_allclose(d.variance.numpy(), yvar, rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="predict_y"):
+        sg.SGPC(X, np.round(np.exp(Y)), inducing_points=X[::5],
+                likelihood=sg.likelihoods.Poisson()).predictive(XS, observed=True)
