@@ -22,6 +22,7 @@ from . import covariances as cov
 from .chunking import auto_chunk_size, chunk_slices
 from .conditionals import (
     WhitenedGaussian,
+    conditional,
     coregional_conditional,
     fold,
     folded_conditional,
@@ -171,7 +172,10 @@ class SparsePosterior(Posterior):
         self.feature = frozen_copy(feature)
         self.L = frozen(L)
         self.q = WhitenedGaussian(frozen(q.mean), frozen(q.root), bool(q.precision))
-        self._folded = fold(self.L, self.q)  # prediction: one product per block, no solves
+        # prediction: one product per block, no solves; a posterior that keeps the graph to
+        # the parameters solves instead (the eigendecomposition of I − S that folding takes
+        # has no derivative where eigenvalues repeat, e.g. at q(v) = the prior)
+        self._folded = None if self.tracks else fold(self.L, self.q)
         self._kuf = cross_covariance(self.feature, self.kernel)  # fast chunk evaluation
         self.noise_variance = frozen(noise_variance)
         self.jitter = jitter
@@ -191,7 +195,11 @@ class SparsePosterior(Posterior):
         Kus = (cov.Kuf(self.feature, self.kernel, Xs) if Xs.requires_grad or self.tracks
                else self._kuf.value(Xs))
         kff = self.kernel.K(Xs) if full_cov else self.kernel.K_diag(Xs)
-        mean, var = folded_conditional(Kus.to(self.L.dtype), kff, self._folded, full_cov)
+        Kus = Kus.to(self.L.dtype)
+        if self._folded is None:
+            mean, var = conditional(solve_lower(self.L, Kus), kff, self.q, full_cov)
+        else:
+            mean, var = folded_conditional(Kus, kff, self._folded, full_cov)
         if self.num_latent == 1:
             return mean[:, 0], (var[0] if full_cov else var[:, 0])
         # outputs sharing one q(v) covariance (the collapsed family's P outputs) share F

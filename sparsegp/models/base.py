@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,15 +40,11 @@ from ..distributed import (
     is_distributed,
     pooled_rows,
 )
-from ..features.base import InducingFeature
 from ..kernels.base import Kernel
 from ..kernels.separate import Separate
 from ..kernels.stationary import SquaredExponential
-from ..likelihoods.base import Likelihood
 from ..means import Mean, Zero, as_mean
-from ..parameters import Parameterised
 from ..posteriors import Posterior
-from ..registry import Registered, Registry
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..validation import (
@@ -63,16 +58,12 @@ from ..validation import (
     model_device,
     model_dtype,
 )
-from .classes import MODELS
-from .dtypes import DtypeModule, dtype_name
-from .fitting import FitOptions, Fitting, TrainingPlan, default
-from .persistence import save_model
-from .predictions import Predicting, prediction_inputs
-from .state import StateKey, state_key
+from .core import PARTS, ModelCore
+from .dtypes import dtype_name
+from .fitting import FitOptions, TrainingPlan, default
+from .predictions import prediction_inputs
+from .state import StateKey
 
-#: The modules a model may own, each rebuilt from its own entry of the config on `load`.
-PARTS: dict[str, Registry] = {"kernel": Kernel.registry, "feature": InducingFeature.registry,
-                              "likelihood": Likelihood.registry, "mean": Mean.registry}
 
 def check_jitter(jitter: Any) -> float:
     if isinstance(jitter, bool) or not isinstance(jitter, numbers.Real) or not (
@@ -108,11 +99,9 @@ def _trailing_shape(y: Any) -> str:
     return "[" + ", ".join(["N", *(str(n) for n in tuple(np.shape(y))[1:])]) + "]"
 
 
-class Model(Fitting, Predicting, Registered, DtypeModule, ABC):
+class Model(ModelCore):
     """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
 
-    registry = MODELS
-    saves_data_by_default = False
     shards_data = False  # True: X, y are this rank's shard when torch.distributed is running
     posterior_needs_data = True  # False: the posterior is built from parameters alone (SVGP)
     separate_kernels = False  # True: takes kernels.Separate, one kernel per output (SGPR, SVGP)
@@ -256,15 +245,6 @@ class Model(Fitting, Predicting, Registered, DtypeModule, ABC):
                                     "the parameters' shapes")
             broadcast_([p.data for p in self.parameters()], "the initial parameters")
 
-    @classmethod
-    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> Model:
-        """An empty model with the saved structure, ready for `load_state_dict(state)`."""
-        model = cls.__new__(cls)
-        Parameterised.__init__(model)
-        model._build(config, {name: PARTS[name].build(config[name]) for name in PARTS
-                              if name in config})
-        return model
-
     # -- what users read ------------------------------------------------------------------
     @property
     def jitter(self) -> float:
@@ -297,10 +277,6 @@ class Model(Fitting, Predicting, Registered, DtypeModule, ABC):
         return self.x_shift.device
 
     # -- objective and training -----------------------------------------------------------
-    @abstractmethod
-    def _objective(self) -> Tensor:
-        """The objective being maximised, on the internal (standardised) data."""
-
     def _target_signal_variance(self) -> float:
         """The kernel's starting variance for Gaussian targets: var(y − m(X)) of one output,
         the observed values' variance of several (NaN: missing)."""
@@ -315,15 +291,6 @@ class Model(Fitting, Predicting, Registered, DtypeModule, ABC):
                 "predict with its saved posterior but not evaluate or fit an objective, nor "
                 "change what the posterior is built from (save with include_data=True for that)"
             )
-
-    def _objective_offset(self) -> float:
-        """A constant added to `_objective` to report it in the user's units (0 here)."""
-        return 0.0
-
-    def training_loss(self) -> Tensor:
-        """Minus (objective + log prior): the differentiable scalar that `fit()` minimises."""
-        self._require_data()
-        return -(self._objective() + self._objective_offset() + self.log_prior())
 
     def training_plan(self, options: FitOptions) -> TrainingPlan:
         """L-BFGS-B on the objective (+ log priors): `maxiter` (1000), `tol`, `progress`,
@@ -353,27 +320,6 @@ class Model(Fitting, Predicting, Registered, DtypeModule, ABC):
         M = float(getattr(self, "num_inducing", N))
         return (N * M * M + M**3) * getattr(self.kernel, "evaluation_cost", 1)
 
-    # -- posterior ------------------------------------------------------------------------
-    @abstractmethod
-    def _build_posterior(self) -> Posterior:
-        """The frozen posterior at the current state (see `posterior`)."""
-
-    def posterior(self) -> Posterior:
-        """The frozen posterior at the current state (built once, then reused)."""
-        key = state_key(self)
-        if self._cache is not None and self._cache[1] == key:
-            return self._cache[0]
-        if self.posterior_needs_data:
-            self._require_data()
-        with torch.no_grad():
-            post = self._build_posterior()
-        self._cache = (post, key)
-        return post
-
-    def _adopt_posterior(self, post: Posterior) -> None:
-        """Use `post` (restored by `load`) as the posterior of the current state."""
-        self._cache = (post, state_key(self))
-
     def _internal_inputs(self, Xnew: Any, name: str = "Xnew") -> Tensor:
         """Xnew in the model's internal (standardised) units, float64; a tensor keeps its
         graph (see `predictions`)."""
@@ -381,34 +327,7 @@ class Model(Fitting, Predicting, Registered, DtypeModule, ABC):
         X = prediction_inputs(Xnew, name, self.input_dim, self.dtype, self.device)
         return (X - self.x_shift) / self.x_scale
 
-    @overload
-    def _output(self, a: Tensor, b: Tensor, /) -> tuple[np.ndarray, np.ndarray]: ...
-
-    @overload
-    def _output(self, a: Tensor, /) -> tuple[np.ndarray]: ...
-
-    def _output(self, *tensors: Tensor) -> tuple[np.ndarray, ...]:
-        """Tensors as numpy arrays in the model's dtype."""
-        return tuple(t.detach().to(self.dtype).cpu().numpy() for t in tensors)
-
-    # -- persistence ----------------------------------------------------------------------
-    def config(self) -> dict[str, Any]:
-        """Everything besides tensors that `load` needs to rebuild this model."""
-        parts = {name: getattr(self, name).config() for name in PARTS if hasattr(self, name)}
-        return {**self._config, **parts}
-
-    def data_extras(self) -> dict[str, Tensor]:
-        """Data-sized state saved along with the data (`save(include_data=True)`)."""
-        return {}
-
-    def save(self, path: str | Path, include_data: bool | None = None) -> None:
-        """Save the fitted model (format-versioned); see `sparsegp.load`."""
-        save_model(self, path, include_data)
-
-    @abstractmethod
-    def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
-        """The posterior from the tensors `Posterior.state()` saved."""
-
+    # -- what users read, continued --------------------------------------------------------
     def summary(self, labels: dict[str, list[str]] | None = None) -> str:
         """The table of `Parameterised.summary`; with `feature_names`, per-input parameters
         of the kernel and the mean (ARD lengthscales, linear weights: one value per column)

@@ -21,7 +21,16 @@ from ..training.options import warn_unused
 @dataclass(frozen=True)
 class FitOptions:
     """Every option of `fit()`; None means the plan's default. Which a model takes is its
-    `fit_options`; what each means is in its plan (see the model's `fit` documentation)."""
+    `fit_options`; what each means is in its plan (the model's `training_plan`).
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> m = sg.SVGP(X, y, inducing_points=10)
+        >>> m.training_plan(sg.FitOptions()).name
+        'full-batch L-BFGS-B (`maxiter`)'
+        >>> m.training_plan(sg.FitOptions(batch_size=50)).name
+        'minibatch training because of batch_size given (`epochs` sets its length)'
+    """
 
     maxiter: int | None = None  # iterations (L-BFGS-B, Adam steps, EP rounds)
     tol: float | None = None  # L-BFGS-B's tolerance; the EP energy's

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
@@ -23,9 +23,8 @@ from ..kernels.base import Kernel
 from ..kernels.separate import Separate
 from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, optimal_q
-from ..parameters import Parameterised, as_user_array
+from ..parameters import as_user_array
 from ..posteriors import SparsePosterior
-from ..registry import Registered
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.minibatch import fit_minibatch
@@ -37,13 +36,10 @@ from ..validation import (
     positive_int,
     seeded_generator,
 )
-from .base import PARTS
-from .classes import MODELS
-from .dtypes import DtypeModule
-from .fitting import FitOptions, Fitting, TrainingPlan, default
-from .persistence import save_model
-from .predictions import Predicting, prediction_inputs
-from .state import StateKey, state_key
+from .core import ModelCore
+from .fitting import FitOptions, TrainingPlan, default
+from .predictions import prediction_inputs
+from .state import StateKey
 
 
 def outputs(Y: Any, name: str = "Y", min_rows: int = 2) -> Tensor:
@@ -118,10 +114,9 @@ def check_output_scale(signal: float, default_noise: bool, model: str) -> None:
     warnings.warn(f"{model}: badly scaled data: {advice}", ScaleWarning, stacklevel=3)
 
 
-class LatentInputModel(Fitting, Predicting, Registered, DtypeModule, ABC):
+class LatentInputModel(ModelCore):
     """Base of the random-input models; subclasses give the bound and the optimal q(u)."""
 
-    registry = MODELS
     saves_data_by_default = True  # Y is what the latent points explain: keep it
 
     kernel: Kernel
@@ -135,17 +130,6 @@ class LatentInputModel(Fitting, Predicting, Registered, DtypeModule, ABC):
         self.register_buffer("y", None, persistent=False)
         self._cache: tuple[SparsePosterior, StateKey] | None = None
         self.metadata: dict[str, Any] = {}
-
-    @abstractmethod
-    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        """Declare the structure (construction and `load`)."""
-
-    @classmethod
-    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> LatentInputModel:
-        model = cls.__new__(cls)
-        Parameterised.__init__(model)
-        model._build(config, {n: PARTS[n].build(config[n]) for n in ("kernel", "feature")})
-        return model
 
     # -- what users read ------------------------------------------------------------------
     @property
@@ -196,9 +180,8 @@ class LatentInputModel(Fitting, Predicting, Registered, DtypeModule, ABC):
         with torch.no_grad():
             return float(self.elbo())
 
-    def training_loss(self) -> Tensor:
-        """Minus (bound + log priors), differentiable: what `fit()` minimises."""
-        return -(self.elbo() + self.log_prior())
+    def _objective(self) -> Tensor:
+        return self.elbo()
 
     fit_options = frozenset({"maxiter", "tol", "progress", "callback", "batch_size", "epochs",
                              "lr", "natgrad", "gamma", "seed"})
@@ -235,19 +218,7 @@ class LatentInputModel(Fitting, Predicting, Registered, DtypeModule, ABC):
                                  default(o.natgrad, True), o.gamma, None, o.progress, o.seed,
                                  o.callback)
 
-    # -- posterior --------------------------------------------------------------------------
-    def posterior(self) -> SparsePosterior:
-        """q(f) from the bound's optimal q(u) (one mean column per output), cached under the
-        whole state."""
-        key = state_key(self)
-        if self._cache is not None and self._cache[1] == key:
-            return self._cache[0]
-        self._require_data()
-        with torch.no_grad():
-            post = self._build_posterior()
-        self._cache = (post, key)
-        return post
-
+    # -- posterior ---------------------------------------------------------------------------
     def _build_posterior(self) -> SparsePosterior:
         L, used = Kuu_cholesky(self.feature, self.kernel, self.jitter)
         sums, noise = self._q_statistics()
@@ -312,18 +283,5 @@ class LatentInputModel(Fitting, Predicting, Registered, DtypeModule, ABC):
         return out if tensor else out.numpy()
 
     # -- persistence ----------------------------------------------------------------------
-    def config(self) -> dict[str, Any]:
-        return {**self._config, "kernel": self.kernel.config(), "feature": self.feature.config()}
-
-    def data_extras(self) -> dict[str, Tensor]:
-        return {}
-
-    def save(self, path: Any, include_data: bool | None = None) -> None:
-        """Save the fitted model with Y (unless `include_data=False`); see `sparsegp.load`."""
-        save_model(self, path, include_data)
-
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:
         return SparsePosterior.from_state(self.kernel, self.feature, saved)
-
-    def _adopt_posterior(self, post: SparsePosterior) -> None:
-        self._cache = (post, state_key(self))

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.distributions import Distribution
 
 from .. import conditionals
 from .. import covariances as cov
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
-from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
+from ..diagnostics import Diagnostics, RegressionView, diagnose
 from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..distributed import is_distributed
 from ..features.stacked import Stacked
@@ -23,28 +21,27 @@ from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian
 from ..likelihoods.base import Likelihood
 from ..means import Mean, Zero, as_mean
 from ..objectives import svgp as objective
-from ..objectives.collapsed import VFE, CollapsedProblem, collapsed_objective, titsias_upper_bound
+from ..objectives.collapsed import VFE, CollapsedProblem, titsias_upper_bound
 from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
-from ..threads import threads_for
-from ..training import FitResult, fit_lbfgsb, natural_gradient_step
-from ..training.minibatch import fit_minibatch
+from ..training import natural_gradient_step
 from ..validation import (
-    as_output_targets,
     as_tensor,
     check_finite,
     positive_int,
     target_scale_problems,
 )
 from .base import NOISE_FRACTION, Model
+from .core import ModelCore
 from .coregional import CoregionalMixin, mixing_matrix
-from .fitting import FitOptions, TrainingPlan, default
 from .inducing import InducingMixin, resolve_feature
-from .labels import binary_classes, classifies, predicted_labels
-from .predictions import Call, label_distribution
+from .labels import binary_classes
+from .svgp_predictions import SVGPPredictions
+from .svgp_targets import checked_outputs, output_targets, standardizes_y
+from .svgp_training import SVGPTraining
 from .units import TargetUnits
 
 
-class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
+class SVGP(SVGPPredictions, SVGPTraining, InducingMixin, CoregionalMixin, TargetUnits, Model):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
     Shapes: X [N, D], y [N]; or y [N, P] for P outputs with a Gaussian likelihood (its
@@ -150,7 +147,7 @@ class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
         t = as_tensor(y, "y", device=device)
         W = None if mixing is None else mixing_matrix(mixing)
         if (t.dim() == 2 and t.shape[1] > 1) or W is not None:
-            return _output_targets(t, n, parts["likelihood"], W, num_latent, mean)
+            return output_targets(t, n, parts["likelihood"], W, num_latent, mean)
         if t.dim() == 2 and t.shape[1] == 1:
             t = t[:, 0]
         if t.dim() != 1 or t.shape[0] != n:
@@ -397,81 +394,6 @@ class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
         return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
                                      self.q_mu, self.q_sqrt, gamma)
 
-    fit_options = frozenset({"maxiter", "progress", "callback", "diagnose", "batch_size",
-                             "epochs", "lr", "natgrad", "gamma", "seed", "data"})
-
-    def training_plan(self, options: FitOptions) -> TrainingPlan:
-        """Every option has a default that works for a few thousand points.
-
-        Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
-        default 1000) on the hyperparameters with q(u) at its optimum throughout — the
-        collapsed bound (Titsias 2009), which is the ELBO maximised over q(u) — then one
-        natural-gradient step of size 1 puts q(u) at that optimum; with `diagnose` (default)
-        and one output the fitted model is then checked as `SGPR.fit` checks it
-        (`diagnostics()`; one `sparsegp.ApproximationWarning` lists what tripped, never an
-        error). A minibatch fit is not checked (the checks cost several passes over the
-        data): call `diagnostics()`. Otherwise minibatches of `batch_size` (default
-        min(N, 256)) from (X, y) or from `data` (a DataLoader of (X, y) batches in the units
-        of X) for `epochs` (default: about 2,000 steps, drawn with `seed`, default 0), each
-        step an Adam step (`lr`, default 0.01) on the hyperparameters and, with `natgrad`
-        (default True), a natural-gradient step of size `gamma` (default 0.1) on q(u) — or
-        Adam on q(u) too without `natgrad`. Options of the way not taken give a warning that
-        names them. Ctrl-C stops at the last completed step."""
-        why = self._why_minibatch(options.batch_size, options.data)
-        if why is None:
-            return TrainingPlan("full-batch L-BFGS-B (`maxiter`)",
-                                frozenset({"maxiter", "callback", "diagnose", "natgrad"}),
-                                self._fit_collapsed,
-                                "minibatch training (batch_size or data given)")
-        return TrainingPlan(f"minibatch training because of {why} (`epochs` sets its length)",
-                            self.fit_options - {"maxiter", "diagnose"}, self._fit_minibatch,
-                            "the full-batch L-BFGS-B fit (a Gaussian likelihood without "
-                            "batch_size or data)")
-
-    def _fit_collapsed(self, options: FitOptions) -> FitResult:
-        start = time.perf_counter()
-        # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
-        q_free = self.q_mu.requires_grad and self.q_sqrt.requires_grad
-        with threads_for(self.evaluation_work()):
-            res = fit_lbfgsb(_CollapsedBound(self) if q_free else self,
-                             maxiter=default(options.maxiter, 1000),
-                             progress=options.progress, callback=options.callback)
-        if q_free:
-            self.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
-            res.objective = self.log_marginal_likelihood() + float(self.log_prior().detach())
-        res.seconds = time.perf_counter() - start
-        if options.diagnose is not False and not res.interrupted and self.num_outputs == 1:
-            warn_if_unhealthy(self, stacklevel=4)  # the caller of fit()
-        return res
-
-    def _fit_minibatch(self, options: FitOptions) -> FitResult:
-        natgrad = default(options.natgrad, True) and not self.mean_field
-        B = float(min(self.num_data, options.batch_size or 256))
-        M = float(self.num_inducing)
-        cost = getattr(self.kernel, "evaluation_cost", 1)
-        # the minibatch bounds are of the internal targets: reported in the units of y
-        offset = self._objective_offset()
-        callback = options.callback
-        if offset and callable(callback):
-            callback = _shifted_callback(callback, offset)
-        with threads_for((B * M * M * self.num_latent + M**3) * cost):
-            res = fit_minibatch(self, options.batch_size, options.epochs, options.lr, natgrad,
-                                options.gamma, options.data, options.progress, options.seed,
-                                callback)
-        if offset:
-            res.objective += offset
-            res.history = [h + offset for h in res.history]
-        return res
-
-    def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
-        """Why `fit` trains by minibatches (None: it fits the collapsed bound by L-BFGS-B)."""
-        reasons = [(batch_size is not None, "batch_size given"), (data is not None, "data given"),
-                   (not isinstance(self.likelihood, Gaussian), "a non-Gaussian likelihood"),
-                   (is_distributed(), "data sharded over processes"),
-                   (self.mean_field, "mean_field=True"),
-                   (self.mixing_matrix is not None, "a mixing matrix")]
-        return next((why for applies, why in reasons if applies), None)
-
     def internal_batch(self, Xb: Any, yb: Any) -> tuple[Tensor, Tensor]:
         """A batch (X, y) in the user's units as the objective takes it (internal units)."""
         return self._internal_inputs(Xb, "a batch of X"), self._internal_targets(yb)
@@ -493,7 +415,7 @@ class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
         t = as_tensor(yb, name, dtype=self.dtype, device=self.device)
         if self._config.get("num_outputs"):
             n = t.shape[0] if rows is None else rows
-            return _checked_outputs(t.reshape(t.shape[0], -1) if t.dim() else t, n,
+            return checked_outputs(t.reshape(t.shape[0], -1) if t.dim() else t, n,
                                     self.num_outputs, name)
         t = t.reshape(-1)
         if rows is not None and t.shape[0] != rows:
@@ -503,7 +425,7 @@ class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
 
     # -- persistence ----------------------------------------------------------------------
     @classmethod
-    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> Model:
+    def _restore(cls, config: dict[str, Any], state: dict[str, Tensor]) -> ModelCore:
         # files saved before SVGP had the units of y hold y as given: shift 0, scale 1
         P = config.get("num_outputs")
         state.setdefault("y_shift", torch.zeros(() if P is None else (P,), dtype=PARAMETER_DTYPE))
@@ -530,136 +452,6 @@ class SVGP(InducingMixin, CoregionalMixin, TargetUnits, Model):
                                torch.zeros((), dtype=L.dtype, device=L.device), self.jitter,
                                self.prior_mean())
 
-    def _latent(self, call: Call, full_cov: bool = False) -> tuple[Tensor, Tensor]:
-        """Mean and variance of the latent functions, always [N*, C] (or [C, N*, N*])."""
-        mean, var = call.posterior.predict_f(call.X, full_cov)
-        if self.num_latent == 1:
-            mean, var = mean[:, None], (var[None] if full_cov else var[:, None])
-        return mean, var
-
-    def _functions(self, call: Call, full_cov: bool = False, full_output_cov: bool = False
-                   ) -> tuple[Tensor, Tensor]:
-        """Mean [N*, C] of the functions the likelihood sees (the latent functions, or the P
-        outputs W g of the LMC) and their variances [N*, C], covariances over the points
-        [C, N*, N*] (`full_cov`) or over the outputs at each point [N*, C, C]
-        (`full_output_cov`)."""
-        if full_cov and full_output_cov:
-            raise ValueError("full_cov (over the points) and full_output_cov (over the outputs "
-                             "at each point) cannot both be asked for")
-        mean, var = self._latent(call, full_cov)
-        W = None if self.mixing_matrix is None else self.mixing_matrix.to(mean.dtype)
-        if full_output_cov:
-            Wt = torch.eye(self.num_latent, dtype=mean.dtype, device=mean.device) if W is None else W
-            return objective.mix(mean, var, W)[0], torch.einsum("pl,nl,ql->npq", Wt, var, Wt)
-        if W is None:
-            return mean, var
-        if full_cov:
-            return mean @ W.mT, torch.einsum("pl,lnm->pnm", W * W, var)
-        return objective.mix(mean, var, W)
-
-    def predict_f(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
-                  ) -> tuple[Any, Any]:
-        """Mean and variance of the latent functions (the outputs of the LMC with `mixing`):
-        [N*] for one, [N*, C] for several; `full_cov` gives covariances over the points
-        ([N*, N*], or [C, N*, N*]), `full_output_cov` over the functions at each point
-        [N*, C, C]. Numpy in, numpy out; a tensor in, differentiable tensors out."""
-        with self._predicting(Xnew) as call:
-            mean, var = self._in_units_of_y(*self._functions(call, full_cov, full_output_cov))
-            if mean.shape[1] == 1 and not full_output_cov:
-                mean, var = mean[:, 0], (var[0] if full_cov else var[:, 0])
-            return call.out(mean, var)
-
-    def _in_units_of_y(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
-        """Moments of the functions [N*, C] (and variances or covariances of any layout) from
-        the internal units to those of y (the identity unless y is standardised)."""
-        s = self.y_scale.to(mean.dtype)
-        return mean * s + self.y_shift.to(mean.dtype), var * (s * s)
-
-    def _likelihood_moments(self, call: Call) -> tuple[Tensor, Tensor]:
-        mean, var = self._functions(call)
-        if self.likelihood.num_latent == 1 and self.num_outputs == 1:
-            mean, var = mean[:, 0], var[:, 0]
-        return mean, var
-
-    def predict_y(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
-                  ) -> tuple[Any, Any]:
-        """Mean and variance of y* under the likelihood, shaped as `predict_f`'s; with a
-        Gaussian likelihood also the covariance of y* over the points (`full_cov`) or over
-        the outputs at each point (`full_output_cov`): f*'s plus the noise variance."""
-        if (full_cov or full_output_cov) and not isinstance(self.likelihood, Gaussian):
-            raise ValueError("full_cov and full_output_cov of y* need a Gaussian likelihood; this "
-                             f"SVGP's is {type(self.likelihood).__name__} (predict_f gives the "
-                             "covariances of f*)")
-        with self._predicting(Xnew) as call:
-            if not (full_cov or full_output_cov):
-                return call.out(*self._in_units_of_y(*self.likelihood.predict_mean_and_var(
-                    *self._likelihood_moments(call))))
-            mean, cov = self._functions(call, full_cov, full_output_cov)
-            noise = self.likelihood.value("variance").to(cov.dtype).expand(mean.shape[1])
-            if full_cov:  # [C, N*, N*]
-                cov = cov + noise[:, None, None] * torch.eye(cov.shape[-1], dtype=cov.dtype,
-                                                             device=cov.device)
-            else:  # [N*, C, C]
-                cov = cov + torch.diag_embed(noise)
-            mean, cov = self._in_units_of_y(mean, cov)
-            if mean.shape[1] == 1 and not full_output_cov:
-                mean, cov = mean[:, 0], cov[0]
-            return call.out(mean, cov)
-
-    def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False,
-                full_output_cov: bool = False) -> Any:
-        """Under a classification likelihood (Bernoulli, MultiClass): the predicted labels
-        [N*] (as `SGPC.predict`). Otherwise as `SGPR.predict`: `predict_f` (latent f*) by
-        default, `predict_y` (y* under the likelihood) with `include_noise=True`."""
-        if self.classifies:
-            if full_cov or include_noise or full_output_cov:
-                raise ValueError("predict gives labels under a classification likelihood and "
-                                 "takes no full_cov, include_noise or full_output_cov (use "
-                                 "predict_f / predict_y for moments)")
-            return predicted_labels(self.predict_proba(Xnew), self._config.get("classes"))
-        if include_noise:
-            return self.predict_y(Xnew, full_cov, full_output_cov)
-        return self.predict_f(Xnew, full_cov, full_output_cov)
-
-    @property
-    def classifies(self) -> bool:
-        """True under a classification likelihood (Bernoulli, MultiClass)."""
-        return classifies(self.likelihood)
-
-    def predict_proba(self, Xnew: Any) -> Any:
-        """Class probabilities: P(y* = 1) [N*] for Bernoulli, [N*, C] for several classes."""
-        if not self.classifies:
-            raise TypeError(f"predict_proba needs a classification likelihood (Bernoulli, "
-                            f"MultiClass); this SVGP's is {type(self.likelihood).__name__}: "
-                            "use predict_y")
-        return self.predict_y(Xnew)[0]
-
-    def _observed_distribution(self, Xnew: Any, full_cov: bool) -> Distribution:
-        if self.classifies:
-            if full_cov:
-                raise ValueError("the labels' predictive has no covariance over the points")
-            p = self.predict_proba(Xnew)
-            return label_distribution(p if isinstance(p, Tensor) else torch.from_numpy(p))
-        if not isinstance(self.likelihood, Gaussian):
-            raise NotImplementedError(
-                f"the predictive distribution of y* under {type(self.likelihood).__name__} is "
-                "not available as a torch distribution: use predict_y for its moments, "
-                "predict_log_density for its density")
-        return super()._observed_distribution(Xnew, full_cov)
-
-    def predict_log_density(self, Xnew: Any, ynew: Any) -> Any:
-        """log p(y* | data) at each test point [N*] (e.g. for the test NLPD), in the units of
-        y; with P outputs one per output [N*, P] (the marginal of each; NaN where y* is
-        missing)."""
-        with self._predicting(Xnew) as call:
-            mean, var = self._likelihood_moments(call)
-            y = self._internal_targets(ynew.detach().to(self.dtype) if isinstance(ynew, Tensor)
-                                       else ynew, "ynew", rows=mean.shape[0])
-            log_density = self.likelihood.predict_log_density(mean, var, y)
-            if isinstance(self.likelihood, Gaussian):  # the density of y, not of (y − b)/s
-                log_density = log_density - torch.log(self.y_scale).to(log_density.dtype)
-            return call.out(log_density)[0]
-
 
 class _OnOneLatent(Mean):
     """m(x) on latent function `column` of C, zero on the others: X [N, D] -> [N, C]."""
@@ -682,93 +474,3 @@ class _OnOneLatent(Mean):
         out = m.new_zeros(X.shape[0], self.num_latent)
         out[:, self.column] = m
         return out
-
-
-class _CollapsedBound:
-    """The SVGP's hyperparameters under the collapsed bound max_q ELBO (Gaussian likelihood)."""
-
-    def __init__(self, model: SVGP) -> None:
-        self.model = model
-        self.display_name = type(model).__name__  # what fit's messages name
-        self._params = [p for n, p in model.named_parameters() if not n.startswith("q_")]
-
-    def parameters(self) -> list[nn.Parameter]:
-        return self._params
-
-    def training_loss(self) -> Tensor:
-        m = self.model
-        problem = m._bound_problem()
-        noise = problem.noise
-        if noise.dim() == 0:
-            bound = collapsed_objective(problem)
-        else:  # one noise per output: the outputs' bounds one by one, each on its points
-            observed = ~torch.isnan(m.y)
-            pairs = cov.separate_pairs(m.feature, m.kernel)
-            bound = cast(Tensor, sum(collapsed_objective(problem._replace(
-                X=m.X[observed[:, p]], y=m.y[observed[:, p], p], noise=noise[p],
-                feature=m.feature if pairs is None else pairs[p][0],
-                kernel=m.kernel if pairs is None else pairs[p][1]))
-                for p in range(m.y.shape[1])))
-        return -(bound + m._objective_offset() + m.log_prior())
-
-    def summary(self) -> str:
-        return self.model.summary()
-
-
-def _shifted_callback(callback: Any, offset: float) -> Any:
-    """`callback(epoch, objective)` given the objective plus `offset` (the units of y)."""
-    def shifted(epoch: int, objective: float) -> Any:
-        return callback(epoch, objective + offset)
-    return shifted
-
-
-def standardizes_y(likelihood: Likelihood, standardize_y: bool | None) -> bool:
-    """Whether an SVGP with `likelihood` standardises y: `standardize_y`, whose default (None)
-    is True for the Gaussian likelihood. Other likelihoods take y as given and refuse True."""
-    if standardize_y is not None and not isinstance(standardize_y, bool):
-        raise TypeError(f"standardize_y must be True, False or None; got {standardize_y!r}")
-    if not isinstance(likelihood, Gaussian):
-        if standardize_y:
-            raise ValueError(f"standardize_y=True applies to the Gaussian likelihood; "
-                             f"{type(likelihood).__name__} takes y as it is (labels, counts, or "
-                             "a noise model of its own units): leave standardize_y unset, or "
-                             "rescale y yourself")
-        return False
-    return True if standardize_y is None else standardize_y
-
-
-def _checked_outputs(t: Tensor, n: int, P: int, name: str) -> Tensor:
-    """Targets [n, P] of P outputs with NaN marking a missing one (±inf refused)."""
-    if t.dim() != 2 or tuple(t.shape) != (n, P):
-        raise ValueError(f"{name} must have shape [{n}, {P}] (one column per output); got "
-                         f"{tuple(t.shape)}")
-    if bool(torch.isinf(t).any()):
-        raise ValueError(f"{name} contains ±inf (NaN marks a missing output)")
-    return t.to(PARAMETER_DTYPE)
-
-
-def _output_targets(t: Tensor, n: int, likelihood: Likelihood, W: Tensor | None,
-                    num_latent: int | None, mean: Any
-                    ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-    """Targets of P outputs (Gaussian likelihood; NaN: missing) and the config they imply:
-    P latent functions, or the L of the mixing matrix W [P, L]."""
-    if not isinstance(likelihood, Gaussian):
-        raise ValueError("several output columns (or a mixing matrix) need the Gaussian "
-                         f"likelihood; got {type(likelihood).__name__}")
-    if not isinstance(as_mean(mean), Zero):
-        raise ValueError("a prior mean takes one output: with several output columns or a "
-                         "mixing matrix leave mean=None (centre each column of y instead)")
-    y = as_output_targets(t, n, "y")
-    P = 1 if y.dim() == 1 else y.shape[1]
-    y = _checked_outputs(y.reshape(n, P), n, P, "y")
-    noise = likelihood.value("variance")
-    if noise.dim() > 1 or (noise.dim() == 1 and noise.shape[0] != P):
-        raise ValueError(f"the Gaussian likelihood's variance must be one number or one per "
-                         f"output ({P}); got shape {tuple(noise.shape)}")
-    C = P if W is None else mixing_matrix(W, P).shape[1]
-    if num_latent is not None and int(num_latent) != C:
-        raise ValueError(f"num_latent must be {C} here (" + ("the columns of mixing" if W is not None
-                         else "one latent function per output") + f"); got {num_latent}")
-    config: dict[str, Any] = {"num_outputs": P, "num_latent": C,
-                              "mixing": None if W is None else list(W.shape)}
-    return y, {}, config

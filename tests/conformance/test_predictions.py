@@ -8,9 +8,11 @@ where the class says `tracks_parameters = False`; `predictive` carrying `predict
 `predict_log_density` of the right shape (the Gaussian of `predict_y` or the labels'
 distribution); `pathwise_samples` working or refusing with TypeError / ValueError.
 
-A recipe's known bug in one of these checks: `bugs={"<check>": reason}` with the check names
-of the `cases(...)` calls below ("predict-types", "predict-input-gradient",
-"predict-parameter-gradient", "predictive", "samples", "log-density", "pathwise").
+The checks run at a generic state (`generic`: the parameters perturbed, the recipe's `settle`
+applied), the parameter gradients also at the model as built. A recipe's known bug in one of
+these checks: `bugs={"<check>": reason}` with the check names of the `cases(...)` calls below
+("predict-types", "predict-input-gradient", "predict-parameter-gradient",
+"predict-parameter-gradient-as-built", "predictive", "samples", "log-density", "pathwise").
 """
 
 from __future__ import annotations
@@ -44,6 +46,17 @@ def build(name, case):
     return model
 
 
+def generic(name, case):
+    """The recipe's model at a generic state: every parameter moved a little (seeded) and what
+    they do not hold settled (`case.settle`). As built, a variational or EP posterior is its
+    prior, under which the predictions need not depend on the inputs or on most parameters."""
+    model = build(name, case)
+    perturb(model, seed=3, scale=0.05)
+    if case.settle is not None:
+        case.settle(model)
+    return model
+
+
 def numpy_of(t):
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
 
@@ -60,7 +73,7 @@ def trainable(model):
 
 
 # -- 1. types -----------------------------------------------------------------------------------
-def _calls(model, case):
+def _calls(model):
     """(what, fn(X, y)) for the predictions of every model."""
     return [("predict_f", lambda X, y: model.predict_f(X)),
             ("predict_f(full_cov)", lambda X, y: model.predict_f(X, full_cov=True)),
@@ -70,9 +83,9 @@ def _calls(model, case):
 
 @pytest.mark.parametrize("name,case", cases("model", "predict-types"))
 def test_numpy_in_numpy_out_and_tensors_in_the_inputs_dtype(name, case):
-    model = build(name, case)
+    model = generic(name, case)
     X, y = case.Xnew(), case.ynew()
-    for what, call in _calls(model, case):
+    for what, call in _calls(model):
         arrays = call(X, y)
         assert all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in arrays), \
             (what, [type(a) for a in arrays])
@@ -91,9 +104,11 @@ def test_numpy_in_numpy_out_and_tensors_in_the_inputs_dtype(name, case):
 # -- 2, 3. gradients ------------------------------------------------------------------------------
 @pytest.mark.parametrize("name,case", cases("model", "predict-input-gradient"))
 def test_gradients_with_respect_to_the_inputs_match_finite_differences(name, case):
-    model = build(name, case)
+    model = generic(name, case)
     X = torch.as_tensor(case.Xnew()[:3]).requires_grad_(True)
     assert torch.autograd.gradcheck(lambda x: scalar(model, x), (X,), eps=1e-6, atol=1e-6)
+    (grad,) = torch.autograd.grad(scalar(model, X), X)
+    assert float(grad.abs().max()) > 1e-3, "predictions that do not move with the inputs: vacuous"
 
 
 def _finite_difference(model, X, p, i, step=1e-6):
@@ -132,16 +147,14 @@ def _check_parameter_gradients(model, case):
 
 @pytest.mark.parametrize("name,case", cases("model", "predict-parameter-gradient"))
 def test_gradients_reach_every_parameter_or_the_class_says_they_do_not(name, case):
-    # as built: an unfitted model, whose posterior may still be its prior
+    _check_parameter_gradients(generic(name, case), case)
+
+
+@pytest.mark.parametrize("name,case", cases("model", "predict-parameter-gradient-as-built"))
+def test_gradients_reach_every_parameter_of_the_model_as_built(name, case):
+    # unfitted: a variational or EP posterior still its prior (a special state, and where
+    # gradient-based search over inputs or parameters starts)
     _check_parameter_gradients(build(name, case), case)
-
-
-@pytest.mark.parametrize("name,case", cases("model", "predict-parameter-gradient-perturbed"))
-def test_gradients_reach_every_parameter_at_a_generic_state(name, case):
-    # every parameter moved a little (seeded): no state that is special by construction
-    model = build(name, case)
-    perturb(model, seed=3, scale=0.05)
-    _check_parameter_gradients(model, case)
 
 
 # -- 4. predictive distributions -------------------------------------------------------------------
@@ -162,14 +175,19 @@ def _assert_joint(joint, mean, cov, what):
 
 @pytest.mark.parametrize("name,case", cases("model", "predictive"))
 def test_predictive_distributions_carry_the_predicted_moments(name, case):
-    model = build(name, case)
+    model = generic(name, case)
     X = case.Xnew()
     mean, var = model.predict_f(X)
     d = model.predictive(X)
     assert isinstance(d, Normal), type(d)
     np.testing.assert_allclose(d.mean.numpy(), mean, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(d.variance.numpy(), var, rtol=1e-10, atol=1e-14)
-    _assert_joint(model.predictive(X, full_cov=True), *model.predict_f(X, full_cov=True), "f*")
+    joint_mean, cov = model.predict_f(X, full_cov=True)
+    # the full covariance's diagonal is the marginal variance (outputs: cov [P, N*, N*])
+    np.testing.assert_allclose(joint_mean, mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.diagonal(_batched(cov), axis1=-2, axis2=-1),
+                               var.T if var.ndim == 2 else var[None], rtol=1e-8, atol=1e-12)
+    _assert_joint(model.predictive(X, full_cov=True), joint_mean, cov, "f*")
 
     # tensors in: a distribution differentiable in the inputs through rsample
     x = torch.as_tensor(X).requires_grad_(True)
@@ -207,7 +225,7 @@ SAMPLES = 20000
 
 @pytest.mark.parametrize("name,case", cases("model", "samples"))
 def test_sample_moments_match_the_predicted_ones_within_monte_carlo_error(name, case):
-    model = build(name, case)
+    model = generic(name, case)
     X = case.Xnew()
     S = SAMPLES
     samples = model.predict_f_samples(X, S, seed=1)
@@ -233,7 +251,7 @@ def test_sample_moments_match_the_predicted_ones_within_monte_carlo_error(name, 
 
 @pytest.mark.parametrize("name,case", cases("model", "samples"))
 def test_samples_are_reproducible_with_a_seed_and_tensors_in_give_tensors(name, case):
-    model = build(name, case)
+    model = generic(name, case)
     X = case.Xnew()
     a = model.predict_f_samples(X, 3, seed=7)
     np.testing.assert_array_equal(model.predict_f_samples(X, 3, seed=7), a)
@@ -251,7 +269,7 @@ def test_samples_are_reproducible_with_a_seed_and_tensors_in_give_tensors(name, 
 # -- 6. log predictive densities ----------------------------------------------------------------------
 @pytest.mark.parametrize("name,case", cases("model", "log-density"))
 def test_log_predictive_densities_are_finite_and_those_of_the_predictive(name, case):
-    model = build(name, case)
+    model = generic(name, case)
     X, y = case.Xnew(), case.ynew()
     lp = model.predict_log_density(X, y)
     assert isinstance(lp, np.ndarray) and lp.shape == np.shape(y), (type(lp), np.shape(lp))
@@ -272,7 +290,7 @@ def test_log_predictive_densities_are_finite_and_those_of_the_predictive(name, c
 # -- 7. pathwise samples ------------------------------------------------------------------------
 @pytest.mark.parametrize("name,case", cases("model", "pathwise"))
 def test_pathwise_samples_work_or_refuse_with_a_type_or_value_error(name, case):
-    model = build(name, case)
+    model = generic(name, case)
     X = case.Xnew()
     S = 4000
     try:

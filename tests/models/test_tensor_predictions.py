@@ -390,3 +390,27 @@ def test_sgpc_under_a_likelihood_that_does_not_classify_predicts_moments_not_lab
     with pytest.raises(NotImplementedError, match="predict_y"):
         sg.SGPC(X, np.round(np.exp(Y)), inducing_points=X[::5],
                 likelihood=sg.likelihoods.Poisson()).predictive(XS, observed=True)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: sg.SVGP(X, Y, inducing_points=X[::5], likelihood=sg.likelihoods.Gaussian(0.1)),
+    lambda: sg.SGPC(X, LABELS, inducing_points=X[::5]),
+])
+def test_parameter_gradients_are_finite_where_q_is_the_prior(build):
+    # q(v) = the prior (S = I): the folded operators' eigendecomposition of I − S is
+    # degenerate there, so a posterior that keeps the graph must not differentiate through it
+    model = build()
+    Xs = torch.as_tensor(XS[:3])
+    model.zero_grad()
+    _scalar(model, Xs).backward()
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            assert bool(torch.isfinite(p.grad).all()), name
+    p = model.kernel.raw_variance
+    with torch.no_grad():
+        p += 1e-6
+        up = float(_scalar(model, Xs))
+        p -= 2e-6
+        down = float(_scalar(model, Xs))
+        p += 1e-6
+    assert float(p.grad) == pytest.approx((up - down) / 2e-6, rel=1e-5, abs=1e-8)
