@@ -12,16 +12,12 @@ from .. import conditionals
 from .. import covariances as cov
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
-from ..diagnostics import Diagnostics, RegressionView, diagnose
-from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
-from ..distributed import is_distributed
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian
 from ..likelihoods.base import Likelihood
 from ..means import Mean, Zero, as_mean
 from ..objectives import svgp as objective
-from ..objectives.collapsed import VFE, CollapsedProblem, titsias_upper_bound
 from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..training import natural_gradient_step
 from ..validation import (
@@ -35,13 +31,15 @@ from .core import ModelCore
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_feature
 from .labels import binary_classes
+from .svgp_diagnostics import SVGPDiagnostics
 from .svgp_predictions import SVGPPredictions
 from .svgp_targets import checked_outputs, output_targets, standardizes_y
 from .svgp_training import SVGPTraining
 from .units import TargetUnits
 
 
-class SVGP(SVGPPredictions, SVGPTraining, InducingMixin, CoregionalMixin, TargetUnits, Model):
+class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, InducingMixin, CoregionalMixin,
+           TargetUnits, Model):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
     Shapes: X [N, D], y [N]; or y [N, P] for P outputs with a Gaussian likelihood (its
@@ -313,74 +311,6 @@ class SVGP(SVGPPredictions, SVGPTraining, InducingMixin, CoregionalMixin, Target
             raise AttributeError(f"noise_variance is the Gaussian likelihood's; this SVGP's is "
                                  f"{type(self.likelihood).__name__}")
         return self._variance_in_target_units(self.likelihood.variance)
-
-    # -- is the approximation good? (Gaussian likelihood) ---------------------------------
-    def collapsed_problem(self) -> CollapsedProblem:
-        """The collapsed bound (Titsias 2009) at this model's kernel, inducing variables and
-        noise, internal units: the ELBO's maximum over q(u). A Gaussian likelihood and one
-        output (several outputs and mixing couple the bound: no single problem)."""
-        self._require_data()
-        if not isinstance(self.likelihood, Gaussian):
-            raise ValueError("the collapsed bound, its upper bound and the diagnostics need a "
-                             "Gaussian likelihood; this SVGP's is "
-                             f"{type(self.likelihood).__name__}")
-        if self.num_outputs > 1 or self.mixing_matrix is not None:
-            raise ValueError(f"the collapsed bound, its upper bound and the diagnostics take one "
-                             f"output; this SVGP has {self.num_outputs}"
-                             + (" and a mixing matrix" if self.mixing_matrix is not None else "")
-                             + " (fit a single-output model per column to diagnose it)")
-        return self._bound_problem()
-
-    def _bound_problem(self) -> CollapsedProblem:
-        return CollapsedProblem(self.kernel, self.feature, self.X, self.y,
-                                self.likelihood.value("variance"), VFE, self.jitter,
-                                self.chunk_size, mean=self.prior_mean())
-
-    def upper_bound(self) -> float:
-        """Titsias (2014) upper bound on the exact log evidence at the current hyperparameters
-        and inducing variables (Gaussian likelihood, one output)."""
-        with torch.no_grad():
-            return float(titsias_upper_bound(self.collapsed_problem())) + self._objective_offset()
-
-    def diagnostic_view(self) -> RegressionView:
-        """What the diagnostics read of this model: the collapsed problem, with the ELBO at
-        this q(u) as the model's objective (see `RegressionView`)."""
-        problem = self.collapsed_problem()
-        residual = self.zero_mean_targets()
-        with torch.no_grad():
-            elbo = float(self.elbo())
-        noise = problem.noise.detach()
-        return RegressionView(type(self).__name__, self.kernel, self.X, residual, noise,
-                              self.jitter, self._objective_offset(),
-                              self._variance_in_target_units(float(noise)), self.x_shift,
-                              self.x_scale,
-                              problem._replace(y=residual, mean=None),
-                              self.shards_data and is_distributed(), self.feature_names,
-                              objective=elbo,
-                              approximation="ELBO, mean-field q(u)" if self.mean_field else "ELBO",
-                              objective_remedy=(
-                                  "a mean-field q(u) cannot reach it: the gap includes the cost "
-                                  "of the factorisation; train longer" if self.mean_field else
-                                  "train longer; one natural-gradient step of size 1 on all "
-                                  "the data reaches it: model.natural_gradient_step(1.0)"))
-
-    def diagnostics(self, **kwargs: Any) -> Diagnostics | LatentDiagnostics:
-        """Is the approximation good? With a Gaussian likelihood and one output: the ELBO
-        against the VFE bound (its maximum over q(u)) and the upper bound, with the noise and
-        inducing-input checks of `sparsegp.diagnostics.diagnose` (`kwargs`: its thresholds).
-        Otherwise (no upper bound exists): the ELBO and the inducing-input checks
-        (`sparsegp.diagnostics.diagnose_latent`)."""
-        if (isinstance(self.likelihood, Gaussian) and self.num_outputs == 1
-                and self.mixing_matrix is None):
-            return diagnose(self, **kwargs)
-        self._require_data()
-        with torch.no_grad():
-            elbo = float(self.elbo()) + self._objective_offset()  # the units of y
-        view = LatentView(type(self).__name__, f"ELBO, {type(self.likelihood).__name__}",
-                          elbo, "ELBO, a lower bound on log p(y)", self.feature, self.kernel,
-                          self.X, "a variational fit stacks spare inducing inputs on top of "
-                          "each other when fewer suffice")
-        return diagnose_latent(view, **kwargs)
 
     # -- training -------------------------------------------------------------------------
     def natural_gradient_step(self, gamma: float = 1.0, X: Tensor | None = None,
