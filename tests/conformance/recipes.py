@@ -445,6 +445,13 @@ RECIPES: dict[str, dict[str, list]] = {"kernel": KERNELS, "feature": FEATURES,
 
 
 # -- parametrisation --------------------------------------------------------------------------
+def built(kind: str, name: str, case: Any, obj: Any) -> Any:
+    """`obj`, made by `case`, checked to be the registered class `name` of `kind`."""
+    assert type(obj) is registered(kind)[name], \
+        f"the recipe {case.id!r} builds a {type(obj).__name__}"
+    return obj
+
+
 def missing_recipes(classes: dict[str, type], recipes: dict[str, list]) -> list[str]:
     """Registered classes without a recipe."""
     return sorted(name for name in classes if not recipes.get(name))

@@ -15,7 +15,7 @@ import sparsegp as sg
 from sparsegp.models.classes import MODELS
 
 from .helpers import assert_same_state, perturb
-from .recipes import MODELS_, cases, missing_recipes, registered
+from .recipes import built, cases
 
 
 @pytest.fixture(autouse=True)
@@ -28,18 +28,7 @@ def _quiet():
 
 
 def build(name, case):
-    model = case.make()
-    assert type(model) is registered("model")[name], \
-        f"the recipe {case.id!r} builds a {type(model).__name__}"
-    return model
-
-
-def test_every_registered_model_has_a_recipe():
-    classes = registered("model")
-    assert not missing_recipes(classes, MODELS_), (
-        f"registered models without a recipe in tests/conformance/recipes.py MODELS_: "
-        f"{missing_recipes(classes, MODELS_)}")
-    assert not set(MODELS_) - set(classes), f"recipes of no registered model: {set(MODELS_) - set(classes)}"
+    return built("model", name, case, case.make())
 
 
 def trainable(model):

@@ -27,7 +27,7 @@ from torch.distributions import Bernoulli, Categorical, MultivariateNormal, Norm
 import sparsegp as sg
 
 from .helpers import perturb
-from .recipes import cases, registered
+from .recipes import built, cases
 
 
 @pytest.fixture(autouse=True)
@@ -40,10 +40,7 @@ def _quiet():
 
 
 def build(name, case):
-    model = case.make()
-    assert type(model) is registered("model")[name], \
-        f"the recipe {case.id!r} builds a {type(model).__name__}"
-    return model
+    return built("model", name, case, case.make())
 
 
 def generic(name, case):
