@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -39,6 +40,10 @@ def _fit(args: argparse.Namespace) -> int:
     from .models.persistence import check_model_path
     from .partition import cluster_blocks
 
+    if str(args.out) == "-":
+        raise ValueError("--out -: a model is a binary file, not text for standard output; "
+                         "give a file name such as model.pt")
+    check_not_an_input(args.out, [args.data], "--out")
     out = check_model_path(args.out)  # before the fit, not after it
     names = csv_header(args.data)
     if args.target not in names:
@@ -93,6 +98,14 @@ def _fit(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
+def check_not_an_input(out: Path, inputs: list[Path], option: str) -> None:
+    """Refuse an output path that is one of the command's inputs (it would be overwritten)."""
+    for path in inputs:
+        if Path(out).exists() and Path(path).exists() and os.path.samefile(out, path):
+            raise ValueError(f"{option} {out} is the command's input {path}: writing there "
+                             "would overwrite it; give another file name")
+
+
 def _listed_features(text: str, target: str) -> list[str]:
     """The column names of --features: comma-separated, none empty, repeated or the target."""
     features = [f.strip() for f in text.split(",")]
@@ -110,6 +123,9 @@ def _predict(args: argparse.Namespace) -> int:
     from .models import load
     from .models.regression import GPModel
 
+    out = None if args.out is None or str(args.out) == "-" else args.out  # "-": stdout
+    if out is not None:  # before anything is read or computed
+        check_not_an_input(out, [args.model, args.data], "--out")
     model = load(args.model)
     if not hasattr(model, "feature_names"):  # the random-input models predict from latents
         raise TypeError(f"sparsegp predict takes models of inputs X (regression and "
@@ -128,8 +144,8 @@ def _predict(args: argparse.Namespace) -> int:
         mean, var = model.predict(X, include_noise=not args.latent)
     else:  # SVGP, SGPC: y's mean and variance (for labels: p(y = 1) and p(1 − p))
         mean, var = model.predict_f(X) if args.latent else model.predict_y(X)
-    text = write_csv(args.out, *prediction_columns(mean, var))
-    if args.out is None:
+    text = write_csv(out, *prediction_columns(mean, var))
+    if out is None:
         sys.stdout.write(text)
     else:
         print(f"{X.shape[0]} predictions written to {args.out}")
@@ -214,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("predict", help="predict with a saved model at the rows of a CSV file")
     q.add_argument("model", type=Path)
     q.add_argument("data", type=Path, help="CSV file with the model's input columns")
-    q.add_argument("--out", type=Path, help="output CSV (default: standard output)")
+    q.add_argument("--out", type=Path, help="output CSV (default, or -: standard output)")
     q.add_argument("--latent", action="store_true",
                    help="variance of the latent f (default: of noisy y, noise included)")
     q.set_defaults(run=_predict)

@@ -140,3 +140,31 @@ def test_spreadsheet_csv_quirks_are_read_or_named(tmp_path):
     (tmp_path / "latin.csv").write_bytes("a,b,y\n1,2,caf\xe9\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"latin.csv is not UTF-8 text \(byte 13 is 0xe9\)"):
         read_csv(tmp_path / "latin.csv")  # the message lacked the file's name
+
+
+def test_outputs_never_overwrite_the_commands_inputs_and_dash_is_standard_output(tmp_path,
+                                                                                 capsys):
+    from sparsegp.cli import main
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (30, 2))
+    data = tmp_path / "data.csv"
+    data.write_text("a,b,y\n" + "\n".join(f"{a},{b},{np.sin(a) + 0.1 * b}" for a, b in X) + "\n")
+    before = data.read_text()
+    assert main(["fit", str(data), "--target", "y", "--out", str(data), "--maxiter", "3"]) == 2
+    assert "is the command's input" in capsys.readouterr().err
+    assert data.read_text() == before
+    assert main(["fit", str(data), "--target", "y", "--out", "-", "--maxiter", "3"]) == 2
+    assert "a model is a binary file" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
+    model = tmp_path / "model.pt"
+    assert main(["fit", str(data), "--target", "y", "--out", str(model), "--maxiter", "3"]) == 0
+    saved = model.read_bytes()
+    for target in (model, data):
+        assert main(["predict", str(model), str(data), "--out", str(target)]) == 2
+        assert "is the command's input" in capsys.readouterr().err
+    assert model.read_bytes() == saved and data.read_text() == before
+    capsys.readouterr()
+    assert main(["predict", str(model), str(data), "--out", "-"]) == 0
+    assert capsys.readouterr().out.startswith("mean,variance")
+    assert not (tmp_path / "-").exists()

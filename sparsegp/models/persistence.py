@@ -11,8 +11,12 @@ cannot hold: it names their parameters, and `load` warns that they must be set a
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import inspect
 import os
+import secrets
+import stat
 import warnings
 from pathlib import Path
 from typing import Any
@@ -61,10 +65,29 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
         "prior_distributions": {name: saved for name, prior in model.named_priors()
                                 if (saved := _saved_distribution(prior)) is not None},
     }
+    write_atomically(path, lambda f: torch.save(payload, f))
+
+
+def write_atomically(path: Path, write: Any) -> None:
+    """`write(file)` into a temporary file beside `path`, flushed to disk, then renamed over
+    `path` in one step: a reader sees the old file or the new one, never half of one, and a
+    failure (a full disk, Ctrl-C, SIGTERM's exception) leaves the old file as it was and no
+    temporary file behind."""
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
-        torch.save(payload, path)
-    except (OSError, RuntimeError) as err:  # torch reports write failures as RuntimeError
-        raise OSError(f"cannot write the model file {path} ({_reason(err)})") from None
+        with open(tmp, "xb") as f:  # the user's umask, as a plain open would
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():  # an overwritten file keeps its permissions
+            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(err, (OSError, RuntimeError)):  # torch reports write failures as
+            raise OSError(f"cannot write the model file {path} ({_reason(err)})") from None
+        raise
 
 
 def _saved_distribution(prior: Any) -> dict[str, Any] | None:
@@ -151,7 +174,7 @@ def _reason(err: Exception) -> str:
     text = str(err)
     if isinstance(err, PermissionError) or "ermission" in text:
         return "permission denied"
-    if "No space" in text:
+    if "No space" in text or getattr(err, "errno", None) == errno.ENOSPC:
         return "no space left on the device"
     if "Read-only" in text:
         return "read-only file system"
