@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import inspect
 import os
 import secrets
@@ -65,7 +66,44 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
         "prior_distributions": {name: saved for name, prior in model.named_priors()
                                 if (saved := _saved_distribution(prior)) is not None},
     }
+    payload["digest"] = digest(payload)
     write_atomically(path, lambda f: torch.save(payload, f))
+
+
+#: The payload's entries that `digest` covers: every value a loaded model is built from.
+DIGESTED = ("class", "config", "state_dict", "posterior", "data", "frozen",
+            "prior_distributions")
+
+
+def digest(payload: dict[str, Any]) -> str:
+    """SHA-256 of the payload's values (`DIGESTED`: tensors by dtype, shape and bytes, the rest
+    by repr), written with the file and compared by `load`: a flipped bit anywhere in a stored
+    value is a damaged file, not a model that predicts something else."""
+    h = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(value.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            h.update(b"{")
+            for key in value:
+                h.update(repr(key).encode())
+                feed(value[key])
+            h.update(b"}")
+        elif isinstance(value, (list, tuple)):
+            h.update(b"[")
+            for item in value:
+                feed(item)
+            h.update(b"]")
+        else:
+            h.update(repr(value).encode())
+
+    for key in DIGESTED:
+        feed(key)
+        feed(payload.get(key))
+    return h.hexdigest()
 
 
 def write_atomically(path: Path, write: Any) -> None:
@@ -170,6 +208,16 @@ def check_model_path(path: str | Path) -> Path:
     return path
 
 
+def check_finite_values(path: Path, tensors: dict[str, Any]) -> None:
+    """Refuse a file whose parameters or posterior hold NaN or ±inf (no fit writes them; the
+    training data may mark missing outputs with NaN and are not checked here)."""
+    for name, value in tensors.items():
+        if (isinstance(value, torch.Tensor) and value.is_floating_point()
+                and not bool(torch.isfinite(value).all())):
+            raise ValueError(f"{path} is a damaged sparsegp model file: {name} holds NaN or "
+                             "inf, which no fitted model has")
+
+
 def _reason(err: Exception) -> str:
     text = str(err)
     if isinstance(err, PermissionError) or "ermission" in text:
@@ -226,6 +274,12 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
                 if isinstance(version, int) and version < FORMAT_VERSION else "")
         raise ValueError(f"{path} has format version {version!r}; this sparsegp "
                          f"({__version__}) reads version {FORMAT_VERSION}{hint}")
+    if "digest" in payload and payload["digest"] != digest(payload):  # older files have none
+        raise ValueError(f"{path} is a damaged sparsegp model file: its values do not match the "
+                         "checksum written with them (a changed or corrupted byte)")
+    check_finite_values(path, {**payload.get("state_dict", {}),
+                               **{f"posterior.{k}": v for k, v in
+                                  (payload.get("posterior") or {}).items()}})
     try:
         cls: Any = MODELS.get(payload["class"])  # a Model or LatentInputModel subclass
         model = cls._restore(payload["config"], payload["state_dict"])

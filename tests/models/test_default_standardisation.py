@@ -265,6 +265,7 @@ def test_an_svgp_file_without_the_units_of_y_loads_as_y_as_given(tmp_path):
     payload = torch.load(path, weights_only=True)
     for name in ("y_shift", "y_scale"):  # as written before SVGP had them
         del payload["state_dict"][name]
+    payload.pop("digest")  # files of that time had no digest either
     torch.save(payload, path)
     back = sg.load(path)
     assert float(back.y_shift) == 0.0 and float(back.y_scale) == 1.0
