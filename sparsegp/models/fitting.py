@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, NamedTuple
 
 from ..training import FitResult
+from ..training.interrupts import termination_as_interrupt
 from ..training.options import warn_unused
 
 
@@ -95,7 +96,8 @@ class Fitting:
         the last accepted state; the result says it was interrupted).
 
         Which options a model takes (`fit_options`), their defaults and the plan they choose
-        are the model's: see its `training_plan`. An option the model never takes is a
+        are the model's: see its `training_plan`. SIGTERM (schedulers, `docker stop`) stops
+        training as Ctrl-C does. An option the model never takes is a
         TypeError; one that the chosen plan does not read gives a warning naming it."""
         options = FitOptions(maxiter, tol, progress, callback, diagnose, batch_size, epochs,
                              lr, natgrad, gamma, seed, data, schedule, inner_maxiter,
@@ -110,7 +112,8 @@ class Fitting:
         plan = self.training_plan(options)
         ignored = {k: v for k, v in given.items() if k not in plan.takes | ALWAYS}
         warn_unused(ignored, plan.others, plan.name)
-        return plan.run(options)
+        with termination_as_interrupt():  # SIGTERM stops training as Ctrl-C does
+            return plan.run(options)
 
 
 def default(value: Any, fallback: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..distributed import any_rank
+from ..distributed import any_rank, is_distributed
 
 
 class Interrupts:
@@ -63,3 +63,28 @@ def agreed_interrupts(lockstep: bool, device: torch.device) -> Iterator[Interrup
         yield state
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def termination_as_interrupt() -> Iterator[None]:
+    """While fitting (in the main thread), SIGTERM — what schedulers, `kill` and `docker stop`
+    send — stops training as Ctrl-C does: the fit returns the model at its last accepted
+    state with `interrupted=True` (and the command line's `--save-interrupted` writes it),
+    where the default action would end the process and lose the fit. The previous handler is
+    put back afterwards. Under torch.distributed SIGTERM keeps its action: it is how torchrun
+    stops the other ranks when one fails, and a rank that went on would wait in the next
+    collective instead."""
+    if is_distributed() or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, previous)  # a second SIGTERM acts as before
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
