@@ -24,7 +24,7 @@ from ..posteriors import Posterior
 from ..registry import Registered, Registry
 from .classes import MODELS
 from .dtypes import DtypeModule
-from .fitting import Fitting
+from .fitting import FitOptions, Fitting, TrainingPlan
 from .persistence import save_model
 from .predictions import Predicting
 from .state import StateKey, state_key
@@ -49,6 +49,12 @@ class ModelCore(Fitting, Predicting, Registered, DtypeModule, ABC):
     @abstractmethod
     def _require_data(self) -> None:
         """Raise, saying what is missing, when the model holds no training data."""
+
+    @abstractmethod
+    def training_plan(self, options: FitOptions) -> TrainingPlan:
+        """The plan `fit()` runs for these options (its documentation says what each option
+        means for this model, and its defaults): `model.training_plan(FitOptions(
+        batch_size=64)).name` names it without training."""
 
     # -- objective ------------------------------------------------------------------------
     @abstractmethod

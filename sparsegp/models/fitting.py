@@ -78,12 +78,6 @@ class Fitting:
     #: The options this model's `fit` takes (those of all its plans); any other is refused.
     fit_options: ClassVar[frozenset[str]] = frozenset({"maxiter", "tol", "progress", "callback"})
 
-    def training_plan(self, options: FitOptions) -> TrainingPlan:
-        """The plan `fit()` runs for these options (its documentation says what each option
-        means for this model, and its defaults): `model.training_plan(FitOptions(
-        batch_size=64)).name` names it without training."""
-        raise NotImplementedError(f"{type(self).__name__} declares no training plan")
-
     def fit(self, maxiter: int | None = None, tol: float | None = None,
             progress: bool | None = None, callback: Any = None, *,
             diagnose: bool | None = None, batch_size: int | None = None,
@@ -107,9 +101,9 @@ class Fitting:
         if refused:
             raise TypeError(f"{type(self).__name__}.fit() takes no {', '.join(refused)} (it "
                             f"takes {', '.join(sorted(self.fit_options))})")
-        model: Any = self
+        model: Any = self  # a ModelCore, which declares training_plan
         model._require_data()
-        plan = self.training_plan(options)
+        plan = model.training_plan(options)
         ignored = {k: v for k, v in given.items() if k not in plan.takes | ALWAYS}
         warn_unused(ignored, plan.others, plan.name)
         with termination_as_interrupt():  # SIGTERM stops training as Ctrl-C does

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.distributions import Normal
 
 from ..config import NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
@@ -38,7 +37,7 @@ from ..validation import (
 )
 from .core import ModelCore
 from .fitting import FitOptions, TrainingPlan, default
-from .predictions import prediction_inputs
+from .predictions import gaussian_log_density, prediction_inputs
 from .state import StateKey
 
 
@@ -272,15 +271,7 @@ class LatentInputModel(ModelCore):
     def predict_log_density(self, Xnew: Any, ynew: Any) -> Any:
         """log p(y* | data) [N*, D] of outputs ynew [N*, D] at inputs Xnew [N*, Q] (the
         Gaussian predictive of each output)."""
-        mean, var = self.predict_y(Xnew)
-        tensor = isinstance(mean, Tensor)
-        m, v = (t if tensor else torch.from_numpy(t) for t in (mean, var))
-        y = (ynew.to(m.dtype) if isinstance(ynew, Tensor)
-             else torch.as_tensor(np.asarray(ynew, dtype=np.float64), dtype=m.dtype))
-        if tuple(y.shape) != tuple(m.shape):
-            raise ValueError(f"ynew must have shape {list(m.shape)}; got {list(y.shape)}")
-        out = Normal(m, v.sqrt()).log_prob(y.to(m.device))
-        return out if tensor else out.numpy()
+        return gaussian_log_density(*self.predict_y(Xnew), ynew)
 
     # -- persistence ----------------------------------------------------------------------
     def _restore_posterior(self, saved: dict[str, Any]) -> SparsePosterior:

@@ -116,13 +116,13 @@ class Predicting:
         model: Any = self
         if observed:
             return self._observed_distribution(Xnew, full_cov)
-        mean, var = (_as_tensor(t) for t in model.predict_f(Xnew, full_cov=full_cov))
+        mean, var = (tensor_of(t) for t in model.predict_f(Xnew, full_cov=full_cov))
         return gaussian(mean, var, full_cov, model.jitter_for_sampling())
 
     def _observed_distribution(self, Xnew: Any, full_cov: bool) -> Distribution:
         """The predictive of y*: Gaussian here (regression models); classifiers override."""
         model: Any = self
-        mean, var = (_as_tensor(t) for t in model.predict_y(Xnew, full_cov=full_cov))
+        mean, var = (tensor_of(t) for t in model.predict_y(Xnew, full_cov=full_cov))
         return gaussian(mean, var, full_cov, model.jitter_for_sampling())
 
     def jitter_for_sampling(self) -> float:
@@ -141,7 +141,7 @@ class Predicting:
                 num_samples < 1):
             raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
         model: Any = self
-        mean, var = (_as_tensor(t) for t in model.predict_f(Xnew, full_cov=full_cov))
+        mean, var = (tensor_of(t) for t in model.predict_f(Xnew, full_cov=full_cov))
         generator = _generator(seed, mean.device)
         S = int(num_samples)
         if not full_cov:
@@ -180,8 +180,25 @@ class Predicting:
                                    int(num_features), generator)
 
 
-def _as_tensor(t: Any) -> Tensor:
+def tensor_of(t: Any) -> Tensor:
+    """A prediction as a tensor (numpy results as tensors sharing their memory)."""
     return t if isinstance(t, Tensor) else torch.from_numpy(np.ascontiguousarray(t))
+
+
+def gaussian_log_density(mean: Any, var: Any, ynew: Any) -> Any:
+    """log N(ynew | mean, var) per entry, the caller's type (as `mean`'s): the log predictive
+    density of Gaussian predictions at observed targets. ynew must have the predictions' shape
+    (a column [N*, 1] is taken as [N*]); NaN (a missing output) gives NaN."""
+    m, v = tensor_of(mean), tensor_of(var)
+    y = ynew.to(m.dtype) if isinstance(ynew, Tensor) else torch.as_tensor(
+        np.asarray(ynew, dtype=np.float64), dtype=m.dtype)
+    if y.dim() == 2 and y.shape[1] == 1 and m.dim() == 1:
+        y = y[:, 0]
+    if tuple(y.shape) != tuple(m.shape):
+        raise ValueError(f"ynew must have shape {list(m.shape)} (one target per prediction); "
+                         f"got {list(y.shape)}")
+    out = Normal(m, v.sqrt()).log_prob(y.to(m.device))
+    return out if isinstance(mean, Tensor) else out.numpy()
 
 
 def _generator(seed: int | torch.Generator | None, device: torch.device

@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from torch.distributions import Normal
 
 from .. import distributed
 from ..config import NOISE_FLOOR, PARAMETER_DTYPE
@@ -19,6 +18,7 @@ from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value, at_least_above
 from ..validation import as_output_targets, as_targets, target_scale_problems
 from .base import NOISE_FRACTION, Model
+from .predictions import gaussian_log_density
 from .units import TargetUnits
 
 
@@ -274,12 +274,7 @@ class GPModel(TargetUnits, Model):
         """log p(y* | data) at each test point [N*] (one per output [N*, P] for several,
         NaN where y* is missing), in the units of y: the Gaussian predictive of y*
         (`predict_y`) at its observed value. `noise` as in `predict`."""
-        mean, var = self.predict_y(Xnew, **noise)
-        tensor = isinstance(mean, Tensor)
-        m, v = (t if tensor else torch.from_numpy(t) for t in (mean, var))
-        y = _new_targets(ynew, tuple(m.shape), m)
-        out = Normal(m, v.sqrt()).log_prob(y)
-        return out if tensor else out.numpy()
+        return gaussian_log_density(*self.predict_y(Xnew, **noise), ynew)
 
     def data_extras(self) -> dict[str, Tensor]:
         """The noise group (or point) of every data point, saved with the data."""
@@ -304,19 +299,6 @@ def noise_structure(noise_variance: Any, noise_groups: Any, n: int
         raise ValueError(f"noise_variance must be a number or one value per data point "
                          f"({n},); got shape {shape}")
     return {"points": n}, torch.arange(n)
-
-
-def _new_targets(ynew: Any, shape: tuple[int, ...], like: Tensor) -> Tensor:
-    """Targets of the test points shaped as the predictions (a column [N*, 1] taken as [N*];
-    NaN allowed: it marks a missing output and gives NaN)."""
-    y = ynew.to(like.dtype) if isinstance(ynew, Tensor) else torch.as_tensor(
-        np.asarray(ynew, dtype=np.float64), dtype=like.dtype)
-    if y.dim() == 2 and y.shape[1] == 1 and len(shape) == 1:
-        y = y[:, 0]
-    if tuple(y.shape) != shape:
-        raise ValueError(f"ynew must have shape {list(shape)} (one target per prediction); "
-                         f"got {list(y.shape)}")
-    return y.to(like.device)
 
 
 def _short(value: Any) -> str:

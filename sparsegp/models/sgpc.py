@@ -29,7 +29,7 @@ from .base import Model
 from .fitting import FitOptions, TrainingPlan, default
 from .inducing import InducingMixin, resolve_feature
 from .labels import binary_classes, classifies, predicted_labels
-from .predictions import gaussian, label_distribution
+from .predictions import gaussian, label_distribution, tensor_of
 
 
 class SGPC(InducingMixin, Model):
@@ -329,10 +329,9 @@ class SGPC(InducingMixin, Model):
     def _observed_distribution(self, Xnew: Any, full_cov: bool) -> Distribution:
         if not self.classifies:
             if isinstance(self.likelihood, Gaussian) and not full_cov:
-                mean, var = (t if isinstance(t, Tensor) else torch.from_numpy(t)
-                             for t in self.predict_y(Xnew))
+                mean, var = (tensor_of(t) for t in self.predict_y(Xnew))
                 return gaussian(mean, var, False, 0.0)
-            raise NotImplementedError(
+            raise ValueError(
                 f"the predictive distribution of y* under this SGPC's "
                 f"{type(self.likelihood).__name__} likelihood is not available as a torch "
                 "distribution (with full_cov: not at all): use predict_y for its moments, "
@@ -340,4 +339,4 @@ class SGPC(InducingMixin, Model):
         if full_cov:
             raise ValueError("the labels' predictive has no covariance over the points")
         p = self.predict_proba(Xnew)
-        return label_distribution(p if isinstance(p, Tensor) else torch.from_numpy(p))
+        return label_distribution(tensor_of(p))

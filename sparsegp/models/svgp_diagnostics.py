@@ -4,7 +4,7 @@ inducing-input checks; otherwise the ELBO and the inducing-input checks."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,7 +16,6 @@ from ..objectives.collapsed import VFE, CollapsedProblem, titsias_upper_bound
 
 if TYPE_CHECKING:  # the mixin's methods use the model's attributes
     from .base import Model as _MixinBase
-    from .svgp import SVGP
 else:
     _MixinBase = object
 
@@ -28,7 +27,7 @@ class SVGPDiagnostics(_MixinBase):
         """The collapsed bound (Titsias 2009) at this model's kernel, inducing variables and
         noise, internal units: the ELBO's maximum over q(u). A Gaussian likelihood and one
         output (several outputs and mixing couple the bound: no single problem)."""
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         m._require_data()
         if not isinstance(m.likelihood, Gaussian):
             raise ValueError("the collapsed bound, its upper bound and the diagnostics need a "
@@ -42,7 +41,7 @@ class SVGPDiagnostics(_MixinBase):
         return m._bound_problem()
 
     def _bound_problem(self) -> CollapsedProblem:
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         return CollapsedProblem(m.kernel, m.feature, m.X, m.y,
                                 m.likelihood.value("variance"), VFE, m.jitter,
                                 m.chunk_size, mean=m.prior_mean())
@@ -50,14 +49,14 @@ class SVGPDiagnostics(_MixinBase):
     def upper_bound(self) -> float:
         """Titsias (2014) upper bound on the exact log evidence at the current hyperparameters
         and inducing variables (Gaussian likelihood, one output)."""
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         with torch.no_grad():
             return float(titsias_upper_bound(m.collapsed_problem())) + m._objective_offset()
 
     def diagnostic_view(self) -> RegressionView:
         """What the diagnostics read of this model: the collapsed problem, with the ELBO at
         this q(u) as the model's objective (see `RegressionView`)."""
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         problem = m.collapsed_problem()
         residual = m.zero_mean_targets()
         with torch.no_grad():
@@ -83,7 +82,7 @@ class SVGPDiagnostics(_MixinBase):
         inducing-input checks of `sparsegp.diagnostics.diagnose` (`kwargs`: its thresholds).
         Otherwise (no upper bound exists): the ELBO and the inducing-input checks
         (`sparsegp.diagnostics.diagnose_latent`)."""
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         if (isinstance(m.likelihood, Gaussian) and m.num_outputs == 1
                 and m.mixing_matrix is None):
             return diagnose(self, **kwargs)

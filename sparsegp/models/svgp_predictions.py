@@ -14,7 +14,7 @@ from ..likelihoods import Gaussian
 from ..likelihoods.base import Likelihood
 from ..objectives import svgp as objective
 from .labels import classifies, predicted_labels
-from .predictions import Call, label_distribution
+from .predictions import Call, label_distribution, tensor_of
 
 if TYPE_CHECKING:  # the mixin's methods use the model's attributes
     from .base import Model as _MixinBase
@@ -150,9 +150,9 @@ class SVGPPredictions(_MixinBase):
             if full_cov:
                 raise ValueError("the labels' predictive has no covariance over the points")
             p = self.predict_proba(Xnew)
-            return label_distribution(p if isinstance(p, Tensor) else torch.from_numpy(p))
+            return label_distribution(tensor_of(p))
         if not isinstance(self.likelihood, Gaussian):
-            raise NotImplementedError(
+            raise ValueError(
                 f"the predictive distribution of y* under {type(self.likelihood).__name__} is "
                 "not available as a torch distribution: use predict_y for its moments, "
                 "predict_log_density for its density")

@@ -21,7 +21,6 @@ from .fitting import FitOptions, TrainingPlan, default
 
 if TYPE_CHECKING:  # the mixin's methods use the model's attributes
     from .base import Model as _MixinBase
-    from .svgp import SVGP
 else:
     _MixinBase = object
 
@@ -49,7 +48,7 @@ class SVGPTraining(_MixinBase):
         (default True), a natural-gradient step of size `gamma` (default 0.1) on q(u) — or
         Adam on q(u) too without `natgrad`. Options of the way not taken give a warning that
         names them. Ctrl-C stops at the last completed step."""
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         why = m._why_minibatch(options.batch_size, options.data)
         if why is None:
             return TrainingPlan("full-batch L-BFGS-B (`maxiter`)",
@@ -62,7 +61,7 @@ class SVGPTraining(_MixinBase):
                             "batch_size or data)")
 
     def _fit_collapsed(self, options: FitOptions) -> FitResult:
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         start = time.perf_counter()
         # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
         q_free = m.q_mu.requires_grad and m.q_sqrt.requires_grad
@@ -79,7 +78,7 @@ class SVGPTraining(_MixinBase):
         return res
 
     def _fit_minibatch(self, options: FitOptions) -> FitResult:
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         natgrad = default(options.natgrad, True) and not m.mean_field
         B = float(min(m.num_data, options.batch_size or 256))
         M = float(m.num_inducing)
@@ -100,7 +99,7 @@ class SVGPTraining(_MixinBase):
 
     def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
         """Why `fit` trains by minibatches (None: it fits the collapsed bound by L-BFGS-B)."""
-        m = cast("SVGP", self)
+        m: Any = self  # the SVGP this mixin is part of
         reasons = [(batch_size is not None, "batch_size given"), (data is not None, "data given"),
                    (not isinstance(m.likelihood, Gaussian), "a non-Gaussian likelihood"),
                    (is_distributed(), "data sharded over processes"),
@@ -112,7 +111,7 @@ class SVGPTraining(_MixinBase):
 class CollapsedBound:
     """The SVGP's hyperparameters under the collapsed bound max_q ELBO (Gaussian likelihood)."""
 
-    def __init__(self, model: SVGP) -> None:
+    def __init__(self, model: Any) -> None:  # an SVGP
         self.model = model
         self.display_name = type(model).__name__  # what fit's messages name
         self._params = [p for n, p in model.named_parameters() if not n.startswith("q_")]

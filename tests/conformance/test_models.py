@@ -5,7 +5,6 @@ identically (with and without the data), and the config round trip that `load` r
 from __future__ import annotations
 
 import copy
-import warnings
 
 import numpy as np
 import pytest
@@ -17,14 +16,7 @@ from sparsegp.models.classes import MODELS
 from .helpers import assert_same_state, perturb
 from .recipes import built, cases
 
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    # the recipes' data are tiny on purpose: the library's scale advice is not the point here
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sg.ScaleWarning)
-        warnings.simplefilter("ignore", sg.ApproximationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_models")
 
 
 def build(name, case):
