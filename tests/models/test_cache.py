@@ -5,7 +5,6 @@ does. One test per path."""
 from __future__ import annotations
 
 import copy
-import time
 
 import numpy as np
 import pytest
@@ -379,9 +378,10 @@ def test_the_checksum_changes_with_any_single_value_and_any_swap():
     assert not torch.equal(base.checksum(z), base.checksum(y))
 
 
-def test_the_key_costs_a_few_passes_over_large_data():
-    # the key of N = 10⁶ × D = 10 data (checksum) against a copy of the data it replaces:
-    # measured ≈ 8 ms against ≈ 40 ms for the copy on one busy core; here: under the copy
+def test_the_key_of_large_data_is_a_checksum_not_a_copy():
+    # the key of data-sized buffers holds 1 + D numbers, not the N·D values (its cost, ≈ 8 ms
+    # for 10⁶ × 10 against ≈ 40 ms for a copy, is measured in `state.checksum`'s docstring;
+    # no timing here)
     class Holder(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -389,14 +389,8 @@ def test_the_key_costs_a_few_passes_over_large_data():
 
     h = Holder()
     key = base.state_key(h)
-    timings = []
-    for _ in range(5):
-        start = time.perf_counter()
-        assert base.state_key(h) == key
-        middle = time.perf_counter()
-        h.X.clone()
-        timings.append((middle - start, time.perf_counter() - middle))
-    assert min(t for t, _ in timings) < 2 * min(c for _, c in timings)
+    assert [v.numel() for v in key._values] == [1 + 10]
+    assert base.state_key(h) == key
 
 
 @pytest.mark.parametrize("snapshot", [True, False], ids=["snapshot", "checksum"])
