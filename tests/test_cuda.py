@@ -1,6 +1,11 @@
-"""The CUDA path: the same numbers on a GPU as on the CPU. Skipped where no GPU is present."""
+"""The CUDA path: the same numbers on a GPU as on the CPU. Skipped where no GPU is present.
+
+``SPARSEGP_TEST_DEVICE`` names another device to compare with the CPU (``cpu`` runs the same
+checks here, to try these tests' code before a GPU is at hand)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -10,9 +15,15 @@ import sparsegp as sg
 
 from .conftest import make_problem
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+DEVICE = os.environ.get("SPARSEGP_TEST_DEVICE", "cuda")
+pytestmark = pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(),
+                                reason="no CUDA device on this machine")
 
 MEMBERS = [("vfe", None), ("fitc", None), ("pep", 0.5)]
+
+
+def trained(model):
+    return [p for p in model.parameters() if p.requires_grad]
 
 
 def pair(approx, alpha, **kw):
@@ -21,22 +32,46 @@ def pair(approx, alpha, **kw):
     make = lambda: sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=[1.0, 1.2, 0.8]),  # noqa: E731
                            inducing_points=Z, approximation=approx, alpha=alpha,
                            noise_variance=0.1, chunk_size=64, **kw)
-    return make(), make().to("cuda")
+    return make(), make().to(DEVICE)
 
 
 @pytest.mark.parametrize("approx,alpha", MEMBERS)
 def test_objective_gradient_and_predictions_match_the_cpu(approx, alpha):
     cpu, gpu = pair(approx, alpha)
-    assert gpu.device.type == "cuda" and gpu.X.device.type == "cuda"
+    assert gpu.device.type == torch.device(DEVICE).type == gpu.X.device.type
     lc, lg = cpu.training_loss(), gpu.training_loss()
     assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
-    for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
-                    torch.autograd.grad(lg, list(gpu.parameters()))):
+    for a, b in zip(torch.autograd.grad(lc, trained(cpu)),
+                    torch.autograd.grad(lg, trained(gpu))):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
     Xs = np.linspace(-2, 2, 30)[:, None].repeat(3, 1)
     for x, y_ in zip(cpu.predict(Xs), gpu.predict(Xs)):
         np.testing.assert_allclose(y_, x, rtol=1e-9, atol=1e-12)
     assert gpu.upper_bound() == pytest.approx(cpu.upper_bound(), rel=1e-10)
+
+
+def test_models_built_from_device_tensors_live_on_that_device():
+    """Data, inducing inputs and test inputs given as tensors on the device, the kernel built on
+    the CPU (as a user writes it): the model moves to the data's device, its predictions are
+    tensors there, and they equal the CPU model's."""
+    X, y = make_problem(0, N=300, D=3)
+    labels = (y > np.median(y)).astype(float)
+    Xt, yt, lt = (torch.as_tensor(a) for a in (X, y, labels))
+    Xs = torch.linspace(-2, 2, 30, dtype=torch.float64)[:, None].repeat(1, 3)
+    makers = [lambda X, y, l: sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(ard=True),
+                                      inducing_points=X[:20]),
+              lambda X, y, l: sg.SVGP(X, l, likelihood=sg.likelihoods.Bernoulli(),
+                                      kernel=sg.kernels.Matern32(), inducing_points=X[:20]),
+              lambda X, y, l: sg.GPR(X, y, kernel=sg.kernels.SquaredExponential())]
+    for make in makers:
+        cpu, gpu = make(Xt, yt, lt), make(Xt.to(DEVICE), yt.to(DEVICE), lt.to(DEVICE))
+        assert {p.device.type for p in gpu.parameters()} == {torch.device(DEVICE).type}
+        with torch.no_grad():
+            mc, vc = cpu.predict_f(Xs)
+            mg, vg = gpu.predict_f(Xs.to(DEVICE))
+        assert mg.device.type == torch.device(DEVICE).type
+        torch.testing.assert_close(mg.cpu(), mc, rtol=1e-6, atol=1e-8)
+        torch.testing.assert_close(vg.cpu(), vc, rtol=1e-6, atol=1e-8)
 
 
 def test_block_power_ep_matches_the_cpu():
@@ -46,8 +81,8 @@ def test_block_power_ep_matches_the_cpu():
         cpu, gpu = pair(approx, alpha, blocks=labels)
         lc, lg = cpu.training_loss(), gpu.training_loss()
         assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
-        for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
-                        torch.autograd.grad(lg, list(gpu.parameters()))):
+        for a, b in zip(torch.autograd.grad(lc, trained(cpu)),
+                        torch.autograd.grad(lg, trained(gpu))):
             torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
 
 
@@ -72,11 +107,11 @@ def test_convolutional_svgp_matches_the_cpu():
         return sg.SVGP(X, labels, kernel=k, inducing_points=6, seed=1,
                        likelihood=sg.likelihoods.MultiClass(3, link="robustmax"))
 
-    cpu, gpu = make(), make().to("cuda")
+    cpu, gpu = make(), make().to(DEVICE)
     lc, lg = cpu.training_loss(), gpu.training_loss()
     assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
-    for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
-                    torch.autograd.grad(lg, list(gpu.parameters()))):
+    for a, b in zip(torch.autograd.grad(lc, trained(cpu)),
+                    torch.autograd.grad(lg, trained(gpu))):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(gpu.predict_proba(X), cpu.predict_proba(X), rtol=1e-9, atol=1e-12)
     assert gpu.fit(batch_size=20, epochs=2, progress=False).iterations > 0
@@ -91,7 +126,7 @@ def test_sgpc_stochastic_schedule_matches_the_cpu():
     X, y = make_problem(0, N=300, D=2)
     labels = (y > np.median(y)).astype(float)
     cpu = sg.SGPC(X, labels, inducing_points=X[:12], alpha=0.5)
-    gpu = sg.SGPC(X, labels, inducing_points=X[:12], alpha=0.5).to("cuda")
+    gpu = sg.SGPC(X, labels, inducing_points=X[:12], alpha=0.5).to(DEVICE)
     results = []
     for model in (cpu, gpu):
         model.update_sites(max_sweeps=3)
@@ -101,7 +136,7 @@ def test_sgpc_stochastic_schedule_matches_the_cpu():
         site_sweeps(model, 2, batch=idx, sums=sums)
         F = model.minibatch_energy(idx, other, sums.totals)
         results.append((model.tau.cpu(), F.item(),
-                        [g.cpu() for g in torch.autograd.grad(F, list(model.parameters()))]))
+                        [g.cpu() for g in torch.autograd.grad(F, trained(model))]))
     (tau_c, F_c, g_c), (tau_g, F_g, g_g) = results
     torch.testing.assert_close(tau_g, tau_c, rtol=1e-10, atol=1e-12)
     assert F_g == pytest.approx(F_c, rel=1e-10)
@@ -117,11 +152,11 @@ def test_random_input_models_match_the_cpu():
     y = np.cumsum(rng.standard_normal(60))[:, None] * 0.1
     for make in (lambda: sg.BayesianGPLVM(Y, latent_dim=3, inducing_points=10),
                  lambda: sg.GPSSM(y, state_dim=1, inducing_points=8, emission=[[1.0]])):
-        cpu, gpu = make(), make().to("cuda")
+        cpu, gpu = make(), make().to(DEVICE)
         lc, lg = cpu.training_loss(), gpu.training_loss()
         assert lg.item() == pytest.approx(lc.item(), rel=1e-10)
-        for a, b in zip(torch.autograd.grad(lc, list(cpu.parameters())),
-                        torch.autograd.grad(lg, list(gpu.parameters()))):
+        for a, b in zip(torch.autograd.grad(lc, trained(cpu)),
+                        torch.autograd.grad(lg, trained(gpu))):
             torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-10)
         gpu.fit(maxiter=20)
         assert np.isfinite(gpu.log_marginal_likelihood())
@@ -132,7 +167,7 @@ def test_kissgp_and_spectral_models_match_the_cpu():
     for make in (lambda: sg.KISSGP(X, y, grid_size=60, noise_variance=0.1),
                  lambda: sg.RFF(X, y, num_features=20, noise_variance=0.1),
                  lambda: sg.SSGP(X, y, num_features=20, noise_variance=0.1)):
-        cpu, gpu = make(), make().to("cuda")
+        cpu, gpu = make(), make().to(DEVICE)
         # CG stops at a relative residual of 1e-6: the two devices may take different steps
         assert gpu.log_marginal_likelihood() == pytest.approx(cpu.log_marginal_likelihood(),
                                                               rel=1e-6)

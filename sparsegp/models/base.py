@@ -206,7 +206,10 @@ class Model(ModelCore):
         if isinstance(kernel, Separate) and not self.separate_kernels:
             raise TypeError(f"{type(self).__name__} takes one kernel: kernels.Separate (one "
                             "kernel per output) is for SGPR and SVGP with y [N, P]")
-        return {"jitter": check_jitter(jitter)}, {"kernel": kernel, "mean": as_mean(mean)}
+        # on the data's device from here on: inducing inputs given as tensors there are checked
+        # against the kernel before the model moves as a whole
+        return {"jitter": check_jitter(jitter)}, {"kernel": kernel.to(X.device),
+                                                  "mean": as_mean(mean).to(X.device)}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         """Declare the structure from a config and its modules (construction and `load`)."""
