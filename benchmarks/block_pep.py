@@ -21,7 +21,7 @@ import sparsegp as sg
 
 
 def naive_objective(m: sg.SGPR, labels: np.ndarray, alpha: float) -> torch.Tensor:
-    """−F of block Power EP (MATH.md §2), block by block under autograd: Woodbury on the
+    """−F of block Power EP (docs/math.md §2), block by block under autograd: Woodbury on the
     whole data, each block's Λ_b factorised on its own."""
     X, y = m.X, m.y
     Z, k, s2 = m.feature.Z, m.kernel, m.value("noise_variance")

@@ -2,6 +2,10 @@
 
 import sys
 
-from .cli import entry
+try:
+    from .cli import entry
+except KeyboardInterrupt:  # Ctrl-C while the command line itself loads: as `entry` says it
+    print("sparsegp: interrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(entry())

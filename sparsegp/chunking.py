@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from .allocator import check_request
 from .config import (
     CHUNK_MEMORY_BYTES,
     CHUNK_TEMPORARIES,
@@ -36,6 +37,20 @@ def auto_chunk_size(num_inducing: int, itemsize: int, budget: int | None = None,
 def check_chunk_size(chunk_size: Any) -> int | None:
     """A model's `chunk_size` argument: None (from the memory budget) or an int ≥ 1."""
     return None if chunk_size is None else positive_int(chunk_size, "chunk_size")
+
+
+def chunk_rows(n: int, width: int, itemsize: int, chunk_size: int | None = None,
+               device: torch.device | None = None) -> int:
+    """Rows per chunk of a pass over `n` rows whose chunk holds B×`width` temporaries: the
+    model's `chunk_size` (None: `auto_chunk_size`), at most `n`. A chunk that would need more
+    than the device's memory is a `MemoryRequestError` naming its bytes and advising a smaller
+    chunk_size, before anything is allocated."""
+    rows = min(n, chunk_size or auto_chunk_size(width, itemsize, device=device))
+    check_request(rows * max(1, width) * itemsize * CHUNK_TEMPORARIES,
+                  f"a chunk of {rows} rows × {width} columns (chunk_size={chunk_size})",
+                  "pass a smaller chunk_size, or chunk_size=None to size chunks from the "
+                  "memory budget", device)
+    return max(1, rows)
 
 
 def chunk_slices(n: int, size: int) -> Iterator[slice]:

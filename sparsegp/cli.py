@@ -1,32 +1,55 @@
 """The `sparsegp` command line (also `python -m sparsegp`): demo, fit, predict."""
 
+# Only the standard library at the top: torch, numpy and the models are imported where a
+# command needs them (`--version` and `--help` need none of them), inside `entry`'s handling
+# of Ctrl-C, so that an interrupt while they load is reported like any other.
+
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .kernels import Matern12, Matern32, Matern52, SquaredExponential
-from .objectives.collapsed import APPROXIMATIONS
-from .tabular import csv_header, read_csv, write_csv
 from .version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     import numpy as np
 
     from .kernels.stationary import RadialKernel
     from .models.regression import GPModel
 
-KERNELS: dict[str, Callable[..., RadialKernel]] = {
-    "se": SquaredExponential, "matern12": Matern12, "matern32": Matern32, "matern52": Matern52}
+#: The pseudo-point family of `--approximation` (`objectives.collapsed.APPROXIMATIONS`, named
+#: here so that the parser is built without importing torch; a test keeps the two equal).
+PSEUDO_POINT = ("vfe", "fitc", "dtc", "pep")
+
+#: `--kernel`'s names (`kernel_class` gives the classes).
+KERNEL_NAMES = ("matern12", "matern32", "matern52", "se")
+
+#: The N×N float64 matrices the exact GP holds at least, at its peak, for the radial kernels
+#: of `--kernel` (the objective's value and gradient: objectives/exact.py).
+EXACT_GP_MATRICES = 2
+
+
+def kernel_class(name: str) -> Callable[..., RadialKernel]:
+    """The kernel class of a `--kernel` name."""
+    from .kernels import Matern12, Matern32, Matern52, SquaredExponential
+
+    return {"se": SquaredExponential, "matern12": Matern12, "matern32": Matern32,
+            "matern52": Matern52}[name]
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if str(args.out) == "-":
+        raise ValueError("--out -: the demo writes a figure (PNG) into a folder, not text for "
+                         "standard output (the table is printed there anyway); give a folder "
+                         "name")
     from .experiments.demo import format_table, run_demo
 
     rows, path = run_demo(args.out, num_inducing=args.num_inducing, progress=args.progress)
@@ -36,9 +59,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from .diagnostics.convergence import limit_message
     from .models import GPR, KISSGP, RFF, SGPR, SSGP
     from .models.persistence import check_model_path
     from .partition import cluster_blocks
+    from .tabular import csv_header, read_csv
 
     if str(args.out) == "-":
         raise ValueError("--out -: a model is a binary file, not text for standard output; "
@@ -54,19 +79,20 @@ def _fit(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.data} has no input columns besides the target {args.target!r}")
     _, data = read_csv(args.data, columns=[*features, args.target])  # only these are parsed
     X, y = data[:, :-1], data[:, -1]
-    kernel = KERNELS[args.kernel](ard=True)
+    kernel = kernel_class(args.kernel)(ard=True)
     # y is standardised inside as every regression model does by default; X with --standardize
     common = dict(kernel=kernel, mean=args.mean, standardize_X=args.standardize)
     if args.blocks is not None and args.approximation not in ("fitc", "pep"):
         raise ValueError("--blocks applies to --approximation fitc (PITC) or pep")
-    if args.alpha is not None and args.approximation not in APPROXIMATIONS:
-        raise ValueError(f"--alpha applies to the pseudo-point family ({', '.join(APPROXIMATIONS)}),"
+    if args.alpha is not None and args.approximation not in PSEUDO_POINT:
+        raise ValueError(f"--alpha applies to the pseudo-point family ({', '.join(PSEUDO_POINT)}),"
                          f" not to --approximation {args.approximation}")
     M = args.num_inducing  # None: the model's own default (SGPR: min(N, 100) inducing points)
     model: GPModel
     if args.approximation == "exact":
         if M is not None:
             raise ValueError("-M does not apply to --approximation exact")
+        check_exact_memory(X.shape[0])
         model = GPR(X, y, **common)
     elif args.approximation == "ski":  # -M grid points per input dimension
         model = KISSGP(X, y, seed=args.seed, **({} if M is None else {"grid_size": M}), **common)
@@ -84,6 +110,9 @@ def _fit(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     print(f"{type(model).__name__} ({args.approximation}) on {X.shape[0]} points, "
           f"{X.shape[1]} inputs: {result}; {seconds:.2f} s")
+    note = limit_message(result, type(model).__name__, X.shape[0], "--maxiter", "iterations")
+    if note is not None:  # the checks print below instead of warning; the limit is said here
+        print(f"sparsegp fit: warning: {note} (here: --maxiter)", file=sys.stderr)
     model.metadata.update(target=args.target)
     if result.interrupted and not args.save_interrupted:
         print(f"sparsegp fit: interrupted; no model written (--save-interrupted writes the last "
@@ -96,6 +125,17 @@ def _fit(args: argparse.Namespace) -> int:
     model.save(out)
     print(f"model written to {out}")
     return 130 if result.interrupted else 0
+
+
+def check_exact_memory(n: int) -> None:
+    """Refuse, before any model is built, an exact GP whose N×N matrices exceed the machine's
+    memory (a `MemoryRequestError` with the bytes it would need and the sparse alternative)."""
+    from .allocator import check_request
+
+    check_request(EXACT_GP_MATRICES * n * n * 8,
+                  f"--approximation exact on {n} rows ({EXACT_GP_MATRICES} {n}×{n} float64 "
+                  "matrices)", "use a sparse approximation instead (--approximation vfe, the "
+                  "default, with -M inducing points)")
 
 
 def check_not_an_input(out: Path, inputs: list[Path], option: str) -> None:
@@ -122,6 +162,7 @@ def _listed_features(text: str, target: str) -> list[str]:
 def _predict(args: argparse.Namespace) -> int:
     from .models import load
     from .models.regression import GPModel
+    from .tabular import csv_header, read_csv, write_csv
 
     out = None if args.out is None or str(args.out) == "-" else args.out  # "-": stdout
     if out is not None:  # before anything is read or computed
@@ -195,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="exact GP, VFE, FITC and PEP(0.5) on the bundled Snelson data")
     d.add_argument("--out", type=Path, default=Path("sparsegp-demo"),
                    help="folder for the figure (default: ./sparsegp-demo)")
-    d.add_argument("-M", "--num-inducing", type=int, default=12)
+    d.add_argument("-M", "--num-inducing", type=int, default=12,
+                   help="inducing points of the sparse models (default: 12)")
     d.add_argument("--progress", action="store_true", help="show progress bars")
     d.set_defaults(run=_demo)
 
@@ -204,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--target", required=True, help="name of the target column")
     f.add_argument("--features", help="comma-separated input columns (default: all others)")
     f.add_argument("--approximation", default="vfe",
-                   choices=[*APPROXIMATIONS, "exact", "rff", "ssgp", "ski"],
+                   choices=[*PSEUDO_POINT, "exact", "rff", "ssgp", "ski"],
                    help="a member of the pseudo-point family, the exact GP, random Fourier "
                    "features / the sparse spectrum GP (then -M counts spectral pairs), or "
                    "KISS-GP (ski: -M grid points per input dimension, at most 3 inputs)")
@@ -216,28 +258,41 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prior mean function (trained with the other parameters)")
     f.add_argument("--blocks", type=int, metavar="B",
                    help="block Power EP / PITC (with fitc or pep): B blocks by k-means")
-    f.add_argument("--kernel", default="se", choices=sorted(KERNELS))
+    f.add_argument("--kernel", default="se", choices=KERNEL_NAMES,
+                   help="covariance function, with a lengthscale per input: squared "
+                   "exponential (se, the default) or Matérn 1/2, 3/2, 5/2")
     f.add_argument("--standardize", action="store_true",
                    help="standardise the columns of X inside (y always is)")
-    f.add_argument("--maxiter", type=int, default=1000)
+    f.add_argument("--maxiter", type=int, default=1000,
+                   help="most optimiser iterations (default: 1000); the fit may stop earlier "
+                   "when it has converged")
     f.add_argument("--seed", type=int, default=0, help="seed of the k-means++ initialisation")
     f.add_argument("--progress", action="store_true", help="show a progress bar")
-    f.add_argument("--out", type=Path, default=Path("model.pt"))
+    f.add_argument("--out", type=Path, default=Path("model.pt"),
+                   help="file the fitted model is written to (default: model.pt; replaced "
+                   "whole if it exists; `sparsegp predict` and sparsegp.load read it)")
     f.add_argument("--save-interrupted", action="store_true",
                    help="on Ctrl-C, still write the model at the last accepted parameters")
     f.set_defaults(run=_fit)
 
     q = sub.add_parser("predict", help="predict with a saved model at the rows of a CSV file")
-    q.add_argument("model", type=Path)
+    q.add_argument("model", type=Path,
+                   help="model file written by `sparsegp fit` or model.save() in Python")
     q.add_argument("data", type=Path, help="CSV file with the model's input columns")
-    q.add_argument("--out", type=Path, help="output CSV (default, or -: standard output)")
+    q.add_argument("--out", type=Path, help="output CSV, replaced whole if it exists "
+                   "(default, or -: standard output)")
     q.add_argument("--latent", action="store_true",
                    help="variance of the latent f (default: of noisy y, noise included)")
     q.set_defaults(run=_predict)
 
-    b = sub.add_parser("bench", help="benchmarks: `sparsegp bench speed --help`, "
-                       "`sparsegp bench interdomain --help`, `sparsegp bench conv --help`")
-    b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp", "compare"])
+    b = sub.add_parser("bench", help="benchmarks: speed (seconds and memory of the VFE, FITC "
+                       "and PEP objectives and gradients), interdomain (inducing deltas against "
+                       "points), conv (images per second of a convolutional SVGP), kissgp "
+                       "(KISS-GP's evidence and gradient against GPyTorch's and a dense one), "
+                       "compare (sparsegp and its peers, GPyTorch and GPflow where installed, "
+                       "on the same data); `sparsegp bench kissgp --help` etc. for the options")
+    b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp", "compare"],
+                   help="which benchmark")
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)
 
@@ -248,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "`sparsegp experiment randominputs --help`, "
                        "`sparsegp experiment approximations --help`")
     x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv", "bui2017",
-                                     "randominputs", "approximations"])
+                                     "randominputs", "approximations"], help="which experiment")
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
     return p
@@ -279,13 +334,38 @@ def entry() -> int:
     """The `sparsegp` program (and `python -m sparsegp`): `main` on the process's arguments,
     its warnings printed as one line each (`sparsegp fit: ScaleWarning: ...`);
     `sparsegp experiment ...` first makes the process keep freed memory for reuse (long runs
-    of same-sized steps; `allocator.py`). Calling `main` from Python changes no such setting."""
-    if sys.argv[1:2] == ["experiment"]:
-        from .allocator import keep_freed_memory
-        keep_freed_memory()
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning(sys.argv[1] if len(sys.argv) > 1 else "")
-        return main()
+    of same-sized steps; `allocator.py`). Calling `main` from Python changes no such setting.
+    Ctrl-C at any point, the imports of torch and the models included, ends it with one line
+    (`sparsegp fit: interrupted`) and exit status 130."""
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    try:
+        if command == "experiment":
+            from .allocator import keep_freed_memory
+            keep_freed_memory()
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning(command)
+            status = main()
+    except KeyboardInterrupt:
+        _ignore_further_interrupts()
+        print(f"sparsegp{f' {command}' if command in COMMANDS else ''}: interrupted",
+              file=sys.stderr)
+        return 130
+    if status == 130:
+        _ignore_further_interrupts()
+    return status
+
+
+#: The commands of `sparsegp`.
+COMMANDS = ("demo", "fit", "predict", "bench", "experiment")
+
+
+def _ignore_further_interrupts() -> None:
+    """Let the interrupted program exit in peace: another Ctrl-C while it shuts down would
+    print a traceback from wherever the interpreter is."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to change
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -296,7 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"sparsegp {args.command}: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, OSError, RuntimeError) as err:
-        print(f"sparsegp {args.command}: error: {command_text(str(err), args.command)}",
+    except (ValueError, TypeError, OSError, RuntimeError, MemoryError) as err:
+        from .allocator import allocation_failure
+
+        message = allocation_failure(err) or str(err)
+        print(f"sparsegp {args.command}: error: {command_text(message, args.command)}",
               file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """q(f) from q(u): the one conditional every posterior and every objective uses.
 
 With L = chol(Kuu) and whitened inducing variables v = L⁻¹u, a Gaussian q(v) = N(m, S) gives
-at inputs x, with a = L⁻¹k_u(x) (MATH.md §2, §4, §5; Hensman et al. 2013):
+at inputs x, with a = L⁻¹k_u(x) (docs/math.md §2, §4, §5; Hensman et al. 2013):
 
   mean = aᵀm,   var = k(x, x) − ‖a‖² + aᵀSa,   cov(x, x') = k(x, x') − aᵀa' + aᵀSa'.
 
@@ -68,7 +68,7 @@ def nystrom_residual(A: Tensor, kdiag: Tensor) -> Tensor:
 
 def projected(A: Tensor, q: WhitenedGaussian) -> tuple[Tensor, Tensor]:
     """Mean aᵀm and variance aᵀSa [B, C] of h = aᵀv = k_u(x)ᵀKuu⁻¹u, the part of f(x) that
-    the inducing variables determine (Power EP's sites live on it; MATH.md §5)."""
+    the inducing variables determine (Power EP's sites live on it; docs/math.md §5)."""
     SA = q.root_t_times(A)  # [C, M, B]
     return A.mT @ q.mean, (SA * SA).sum(1).mT
 
@@ -137,7 +137,7 @@ def from_parameters(L: Tensor, q_mu: Tensor, q_sqrt: Tensor, whitened: bool) -> 
 
 
 def from_precision(L_B: Tensor, e: Tensor) -> WhitenedGaussian:
-    """The collapsed family's optimal q(v) = N(L_B⁻ᵀe, B⁻¹) with B = I + A = L_B L_Bᵀ (MATH.md §2);
+    """The collapsed family's optimal q(v) = N(L_B⁻ᵀe, B⁻¹) with B = I + A = L_B L_Bᵀ (docs/math.md §2);
     e [M] (mean [M, 1]) or [M, P] for P outputs sharing B (mean [M, P])."""
     mean = solve_lower_t(L_B, e)
     return WhitenedGaussian(mean[:, None] if mean.dim() == 1 else mean, L_B, precision=True)

@@ -16,7 +16,7 @@ DEFAULT_DTYPE = torch.float64
 #: dtype of every parameter, stored data set and factorisation, whatever the model's dtype.
 PARAMETER_DTYPE = torch.float64
 
-#: Jitter added to Kuu, relative to the mean of its diagonal (MATH.md §7).
+#: Jitter added to Kuu, relative to the mean of its diagonal (docs/math.md §7).
 DEFAULT_JITTER = 1e-6
 
 #: How many times the jitter is multiplied by 10 after a failed Cholesky before giving up.

@@ -70,7 +70,7 @@ def jittered_cholesky(
     Shapes: A [M, M] -> L [M, M]. Returns (L, j): the relative jitter j actually used,
     which starts at `jitter` and, if the factorisation fails, is raised by factors of 10 up
     to `escalations` times (with a `JitterWarning` stating the amount added). The jitter is
-    relative to the mean diagonal (MATH.md §7), so it is invariant to the kernel's scale.
+    relative to the mean diagonal (docs/math.md §7), so it is invariant to the kernel's scale.
     Raises `CholeskyError` naming likely causes when every attempt fails.
     """
     if not bool(torch.isfinite(A).all()):

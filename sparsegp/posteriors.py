@@ -160,7 +160,7 @@ class SparsePosterior(Posterior):
     q(v) = N(m, S) for v = L⁻¹u, L = chol(Kuu), and the conditional of `conditionals.py` gives
     mean a*ᵀm and variance k** − ‖a*‖² + a*ᵀSa*, a* = L⁻¹k_u* (folded once into operators
     so that a block of test points costs one matrix product). For the collapsed family and
-    Power EP S = B⁻¹ (MATH.md §2, §5), for SVGP S is the variational covariance (§4).
+    Power EP S = B⁻¹ (docs/math.md §2, §5), for SVGP S is the variational covariance (§4).
     Shapes: q.mean [M, C]; predictions [N*] for one latent function, [N*, C] for several.
     """
 

@@ -40,19 +40,19 @@ except ImportError:  # pragma: no cover - scikit-learn < 1.6 has the method inst
                       reset: bool = True, **kwargs: Any) -> Any:
         return estimator._validate_data(X, y, reset=reset, **kwargs)
 
-from .diagnostics import ApproximationWarning
+from .diagnostics import ApproximationWarning, ConvergenceWarning
 from .features.initialisation import distinct_rows
 from .likelihoods import Bernoulli, MultiClass
 from .models import GPR, SGPC, SGPR, SVGP
 from .models.predictions import SAMPLE_JITTER, joint_factor
 from .objectives.collapsed import APPROXIMATIONS
 from .training import fit_lbfgsb
-from .validation import ScaleWarning
+from .validation import ScaleWarning, check_bool
 
 __all__ = ["SparseGPRegressor", "SparseGPClassifier"]
 
 #: The library's warnings about a fit that `fit` collects in `fit_warnings_` instead.
-_COLLECTED = (ApproximationWarning, ScaleWarning)
+_COLLECTED = (ApproximationWarning, ScaleWarning, ConvergenceWarning)
 #: Where the warnings passed on are remembered, so that "default" filters show each once.
 _PASSED_ON: dict = {}
 
@@ -169,9 +169,10 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X: Any, y: Any) -> SparseGPRegressor:
         """Build the model on (X [N, D], y [N]) and maximise its objective; returns self."""
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, ensure_min_samples=2)
+        standardize = check_bool(self.standardize, "standardize")
         common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
-                      noise_variance=self.noise_variance, standardize_X=bool(self.standardize),
-                      standardize_y=bool(self.standardize))
+                      noise_variance=self.noise_variance, standardize_X=standardize,
+                      standardize_y=standardize)
         name = self.approximation.lower() if isinstance(self.approximation, str) else None
         if name not in (*APPROXIMATIONS, "exact"):
             raise ValueError(f"approximation must be one of {', '.join(APPROXIMATIONS)} or exact; "
@@ -316,7 +317,8 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         backend = self._backend(len(classes))
         common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
                       inducing_points=_num_inducing(self.num_inducing, X),
-                      seed=_seed(self.random_state), standardize_X=bool(self.standardize))
+                      seed=_seed(self.random_state),
+                      standardize_X=check_bool(self.standardize, "standardize"))
         codes = codes.astype(np.float64)
         binary_link = "probit" if self.link is None else self.link
         model: SGPC | SVGP

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
+
+from .files import write_atomically
 
 
 def csv_header(path: str | Path) -> list[str]:
@@ -72,22 +75,31 @@ def read_csv(path: str | Path, columns: list[str] | None = None) -> tuple[list[s
         if len(row) != len(names):
             raise ValueError(f"{path}, line {i}: {len(row)} fields but the header has {len(names)}")
         for k, j in enumerate(index):
-            try:
-                if "_" in row[j]:  # Python's float() reads "1_000"; spreadsheets do not
-                    raise ValueError
-                data[i - 2, k] = float(row[j])
-            except ValueError:
-                raise ValueError(
-                    f"{path}, line {i}, column {names[j]!r}: {row[j]!r} is not a number"
-                ) from None
+            data[i - 2, k] = _number(row[j], f"{path}, line {i}, column {names[j]!r}")
     return wanted, data
 
 
+def _number(cell: str, where: str) -> float:
+    """A cell as a finite float, or a ValueError saying `where` (file, line, column): a model
+    refuses NaN and ±inf anyway, and would name only their position in the array."""
+    try:
+        if "_" in cell:  # Python's float() reads "1_000"; spreadsheets do not
+            raise ValueError
+        value = float(cell)
+    except ValueError:
+        raise ValueError(f"{where}: {cell!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: {cell.strip()!r} is not a finite number (a missing value?); "
+                         "remove the row or fill in the value")
+    return value
+
+
 def write_csv(path: str | Path | None, names: list[str], columns: list[np.ndarray]) -> str:
-    """Write columns under a header to `path` (or return the text if `path` is None)."""
+    """Write columns under a header to `path`, whole or not at all (`files.write_atomically`),
+    and return the text (only returned if `path` is None)."""
     lines = [",".join(names)]
     lines += [",".join(f"{v:.17g}" for v in row) for row in zip(*columns)]
     text = "\n".join(lines) + "\n"
     if path is not None:
-        Path(path).write_text(text)
+        write_atomically(path, text, what="CSV file")
     return text

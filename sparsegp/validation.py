@@ -191,6 +191,17 @@ def one_or_per(value: Any, n: int, name: str, per: str) -> Any:
     return value
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """`value` as a bool (numpy bools too), or a TypeError naming `name`: a string such as
+    "False" is true to Python, and would switch the option on."""
+    if not isinstance(value, (bool, np.bool_)):
+        hint = (f" (the string {value!r} is not a bool: pass {value.strip().capitalize()} "
+                "without quotes)" if isinstance(value, str)
+                and value.strip().lower() in ("true", "false") else "")
+        raise TypeError(f"{name} must be True or False; got {value!r}{hint}")
+    return bool(value)
+
+
 def check_seed(seed: Any) -> int:
     """`seed` as an int (numpy integers too), or a TypeError naming `seed`."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):

@@ -241,4 +241,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # not sys.exit: at interpreter teardown gloo's threads can abort the process ("terminate
+    # called without an active exception", status -6) after every result was written and the
+    # process group destroyed — seen on loaded 2-core machines, a torch teardown race
+    os._exit(code)

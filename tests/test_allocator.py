@@ -21,6 +21,7 @@ def _has_mallopt() -> bool:
 
 CHILD = """
 import resource, torch
+import sparsegp.models  # the models loaded, as in the processes that fit them
 from sparsegp.allocator import keep_freed_memory
 def faults_over_repeats():
     torch.ones(6 * 2**20, dtype=torch.float64)  # 48 MB: above glibc's largest mmap threshold

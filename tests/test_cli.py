@@ -168,3 +168,15 @@ def test_outputs_never_overwrite_the_commands_inputs_and_dash_is_standard_output
     assert main(["predict", str(model), str(data), "--out", "-"]) == 0
     assert capsys.readouterr().out.startswith("mean,variance")
     assert not (tmp_path / "-").exists()
+
+
+def test_the_parsers_names_are_the_librarys():
+    # the parser is built without importing torch, from names of its own: they must be these
+    from sparsegp import kernels
+    from sparsegp.cli import KERNEL_NAMES, PSEUDO_POINT, kernel_class
+    from sparsegp.objectives.collapsed import APPROXIMATIONS
+
+    assert PSEUDO_POINT == APPROXIMATIONS
+    assert {name: kernel_class(name) for name in KERNEL_NAMES} == {
+        "se": kernels.SquaredExponential, "matern12": kernels.Matern12,
+        "matern32": kernels.Matern32, "matern52": kernels.Matern52}

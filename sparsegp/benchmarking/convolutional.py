@@ -7,7 +7,7 @@ parameter (the base kernel's, the patch weights, the inducing patches Z, q_mu an
 median of ≥ 3 after a warm-up — for two set-ups:
 * `sparsegp`: `model.forward(Xb, yb)`, i.e. Kuf by one base-kernel evaluation of the unfolded
   patches and K_diag by batched patch Gram matrices (`covariances/patches.py`);
-* `naive per-patch`: the same ELBO written as a user would from MATH.md §9, with a Python loop
+* `naive per-patch`: the same ELBO written as a user would from docs/math.md §9, with a Python loop
   over the Q patch positions, Kuf = Σ_q w_q k_g(Z, x^[q]) by one `base_kernel.K` call per
   position, and diag Kff by materialising each image's Q×Q patch Gram matrix, Σ w_q w_q' k_g.
   Its value must equal the library's to 1e-10 (relative) and its gradient to 1e-7, or the

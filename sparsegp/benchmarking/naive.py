@@ -26,7 +26,7 @@ def se(A: Tensor, B: Tensor, lengthscale: Tensor, variance: Tensor) -> Tensor:
 def naive_collapsed(Z: Tensor, lengthscale: Tensor, variance: Tensor, noise: Tensor, X: Tensor,
                     y: Tensor, approximation: str, alpha: float | None = None,
                     jitter: float = 1e-6) -> Tensor:
-    """F for 'vfe', 'dtc', 'fitc' or 'pep' (MATH.md §2), written the straightforward way."""
+    """F for 'vfe', 'dtc', 'fitc' or 'pep' (docs/math.md §2), written the straightforward way."""
     N, M = X.shape[0], Z.shape[0]
     Kuu = se(Z, Z, lengthscale, variance)
     Kuu = Kuu + jitter * Kuu.diagonal().mean() * torch.eye(M, dtype=Z.dtype, device=Z.device)
@@ -54,7 +54,7 @@ def naive_collapsed(Z: Tensor, lengthscale: Tensor, variance: Tensor, noise: Ten
 
 def naive_vfe(Kuf: Tensor, Kuu: Tensor, kdiag: Tensor, y: Tensor, noise: Tensor,
               jitter: float = 1e-6) -> Tensor:
-    """VFE (MATH.md §2) from a materialised Kuf [M, N], Kuu [M, M] and diag Kff [N], for any
+    """VFE (docs/math.md §2) from a materialised Kuf [M, N], Kuu [M, M] and diag Kff [N], for any
     inducing variables: the straightforward way, autograd for the gradient."""
     N, M = Kuf.shape[1], Kuu.shape[0]
     eye = torch.eye(M, dtype=Kuu.dtype, device=Kuu.device)

@@ -1,4 +1,4 @@
-"""Sums of weighted deltas with any kernel (van der Wilk 2018, §4.4; MATH.md §8):
+"""Sums of weighted deltas with any kernel (van der Wilk 2018, §4.4; docs/math.md §8):
 
   Kuf[m, n] = Σ_c w_mc k(z_mc, x_n),   Kuu[m, m'] = Σ_{c, c'} w_mc w_m'c' k(z_mc, z_m'c'),
 

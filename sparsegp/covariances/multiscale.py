@@ -1,4 +1,4 @@
-"""Multi-scale features with the squared-exponential kernel (MATH.md §8; Walder et al. 2008).
+"""Multi-scale features with the squared-exponential kernel (docs/math.md §8; Walder et al. 2008).
 
 With A_md = ℓ_d² + δ_md² (window m widened by the kernel):
   Kuf[m, n] = σ² Π_d (ℓ_d²/A_md)^½ exp(−½ Σ_d (x_nd − z_md)²/A_md),

@@ -1,4 +1,4 @@
-"""Inducing patches with a convolutional kernel (van der Wilk 2018, §5.4 and §5.8; MATH.md §9).
+"""Inducing patches with a convolutional kernel (van der Wilk 2018, §5.4 and §5.8; docs/math.md §9).
 
 One response function g (`InducingPatches`): u_m = g(z_m), f(x) = Σ_q w_q g(x^[q]), hence
 Kuu = k_g(Z, Z) and Kuf[m, n] = Σ_q w_q k_g(z_m, x_n^[q]).

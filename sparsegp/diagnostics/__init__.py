@@ -8,6 +8,7 @@ bounds meet is `sparsegp.select_inducing` (a workflow above the models).
 
 Shapes: `diagnose(model)` of a GPR/SGPR on X [N, D], y [N] -> a `Diagnostics` report (floats);
 `inducing_gain(model, candidates [C, D])` -> an `InducingGain` with one gain per candidate [C].
+`ConvergenceWarning` is what `fit()` gives when it stopped at its iteration or round limit.
 
 Example:
 
@@ -22,6 +23,7 @@ Example:
     (7,)
 """
 
+from .convergence import ConvergenceWarning
 from .inducing_gain import InducingGain, ObjectiveTerms, inducing_gain, objective_terms
 from .latent import LatentDiagnostics, LatentView, diagnose_latent
 from .report import ApproximationWarning, Diagnostics, diagnose, warn_if_unhealthy
@@ -30,5 +32,5 @@ from .view import RegressionView
 __all__ = [
     "Diagnostics", "diagnose", "warn_if_unhealthy", "ApproximationWarning", "InducingGain",
     "ObjectiveTerms", "inducing_gain", "objective_terms", "RegressionView", "LatentDiagnostics",
-    "LatentView", "diagnose_latent",
+    "LatentView", "diagnose_latent", "ConvergenceWarning",
 ]

@@ -6,7 +6,7 @@ The collapsed objective splits into three terms (Bauer, van der Wilk & Rasmussen
 
 where the penalty ("trace term") is −Σ d_n/(2σ²) for VFE, −(1−α)/(2α) Σ log(1 + α d_n/σ²)
 for Power EP and 0 for FITC and DTC. Adding an inducing input z changes Qff by a rank-one
-matrix bbᵀ (MATH.md §3; van der Wilk 2018, App. B):
+matrix bbᵀ (docs/math.md §3; van der Wilk 2018, App. B):
 
   c = k(z,z) − k_zuᵀKuu⁻¹k_zu,  b = (Kfu Kuu⁻¹ k_uz − k_fz)/√c,  Qff⁺ = Qff + bbᵀ,
 

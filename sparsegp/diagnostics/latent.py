@@ -17,7 +17,8 @@ from torch import Tensor
 from .. import covariances as cov
 from ..kernels.base import Kernel
 from ..validation import positive_float
-from .report import Checked, inducing_placement, placement_warnings
+from .placement import inducing_placement, placement_warnings
+from .report import Checked
 
 
 class LatentView(NamedTuple):

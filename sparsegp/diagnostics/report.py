@@ -1,11 +1,12 @@
 """Is my approximation good? A report on a fitted GPR/SGPR (Bauer, van der Wilk & Rasmussen 2016).
 
 At the model's current hyperparameters and inducing variables the report sandwiches the exact
-log evidence (MATH.md §3): the VFE lower bound (Titsias 2009) ≤ log p(y) ≤ the upper bound
+log evidence (docs/math.md §3): the VFE lower bound (Titsias 2009) ≤ log p(y) ≤ the upper bound
 (Titsias 2014). A FITC/PEP/DTC objective above the upper bound proves that it over-estimates
 log p(y). It also checks the three failure modes Bauer et al. (2016) describe: a noise
-variance collapsed towards zero (FITC), inducing variables merged on top of each other (FITC's
-clumping: fewer effective inducing variables than M), and inducing variables far from all data.
+variance collapsed towards zero (FITC; judged by the exact evidence as a function of σ², see
+`noise`), inducing variables merged on top of each other (FITC's clumping: fewer effective
+inducing variables than M), and inducing variables far from all data.
 The checks work on a `RegressionView` that the model hands over (any inducing feature).
 """
 
@@ -15,15 +16,11 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, cast
+from typing import Any
 
 import torch
-from torch import Tensor
 
-from .. import covariances as cov
-from ..chunking import chunk_slices
 from ..distributed import (
-    all_reduce_,
     column_mean_std,
     count_rows,
     gathered_rows,
@@ -32,8 +29,6 @@ from ..distributed import (
     pooled_rows,
 )
 from ..features.inducing_points import InducingPoints
-from ..kernels.base import Kernel
-from ..kernels.stationary import RadialKernel, Stationary
 from ..linalg import JitterWarning
 from ..objectives.collapsed import (
     VFE,
@@ -46,6 +41,10 @@ from ..objectives.collapsed import (
 )
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..validation import positive_float, positive_int
+from .bounds import QUADRATIC_MAX_DATA, quadratic_upper_bound
+from .convergence import material_nats
+from .noise import noise_warning, supported_noise
+from .placement import inducing_placement, placement_warnings
 from .view import RegressionView, view_of
 
 
@@ -94,9 +93,14 @@ class Diagnostics(Checked):
     for SGPR when N ≤ `exact_max_data`), else None. `gap` = upper_bound − lower_bound ≥ 0 at
     the model's own inducing variables; `certified_gap` uses the best upper bound (also the
     one with `tight_num_inducing` inducing variables: the model's plus data inputs; any
-    inducing set gives a valid bound) — the gap the warning speaks of.
-    `noise_ratio` = σ² / var(y). `effective_num_inducing` counts groups of merged inducing
-    variables (None for GPR); `merged_pairs` and `far_inducing` index them.
+    inducing set gives a valid bound; and `quadratic_upper_bound`, computed with those when
+    the others leave the gap open, N ≤ 20000 and the data are on one process: see
+    `diagnostics.bounds`) — the gap the warning speaks of.
+    `noise_ratio` = σ² / var(y); `supported_noise` is the noise variance (units of y) that
+    maximises the exact evidence at the fitted kernel (`diagnostics.noise`; None when it was
+    not computed: several noise variances, or `exact_max_data=0`). `effective_num_inducing`
+    counts groups of merged inducing variables (None for GPR); `merged_pairs` and
+    `far_inducing` index them.
     Shapes: floats and ints; `merged_pairs` a list of index pairs, `far_inducing` a list of
     indices into the M inducing variables, `warnings` a list of strings; `str(rep)` is a table.
 
@@ -131,11 +135,13 @@ class Diagnostics(Checked):
     merged_pairs: list[tuple[int, int]] = field(default_factory=list)
     far_inducing: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    supported_noise: float | None = None
+    quadratic_upper_bound: float | None = None
 
     @property
     def best_upper_bound(self) -> float:
-        return self.upper_bound if self.tight_upper_bound is None else min(
-            self.upper_bound, self.tight_upper_bound)
+        return min(b for b in (self.upper_bound, self.tight_upper_bound,
+                               self.quadratic_upper_bound) if b is not None)
 
     @property
     def certified_gap(self) -> float:
@@ -152,6 +158,9 @@ class Diagnostics(Checked):
         if self.tight_upper_bound is not None:
             rows.append((f"upper bound with M = {self.tight_num_inducing}",
                          f"{self.tight_upper_bound:.4f}"))
+        if self.quadratic_upper_bound is not None:
+            rows.append((f"quadratic-form upper bound, M = {self.tight_num_inducing}",
+                         f"{self.quadratic_upper_bound:.4f}"))
         rows += [
             ("gap upper − lower (same M)", f"{self.gap:.4f}  ({self.gap / N:.4f} per data point)"),
             ("gap best upper − lower", f"{self.certified_gap:.4f}  "
@@ -159,7 +168,9 @@ class Diagnostics(Checked):
             ("objective above upper bound", "YES" if self.exceeds_upper_bound else "no"),
             ("noise variance", f"{self.noise_variance:.4g}  " + (
                 f"({self.noise_ratio:.3g} × var(y))" if math.isfinite(self.noise_ratio)
-                else "(y is constant)"))]
+                else "(y is constant)") + (
+                f"; the data support {self.supported_noise:.4g}" if self.supported_noise
+                is not None and self.noise_variance < 0.5 * self.supported_noise else ""))]
         if self.num_inducing is not None:
             rows += [("inducing variables M", f"{self.num_inducing}, effectively "
                       f"{self.effective_num_inducing} ({len(self.merged_pairs)} merged pairs)"),
@@ -177,8 +188,8 @@ class Diagnostics(Checked):
 
 def diagnose(
     model: Any, *, merge_fraction: float = 0.05, far_lengthscales: float = 3.0,
-    noise_fraction: float = 1e-3, gap_per_point: float = 0.1, exact_max_data: int = 1000,
-    extra_inducing: int | None = None,
+    noise_fraction: float = 0.5, gap_per_point: float = 0.1, exact_max_data: int = 1000,
+    extra_inducing: int | None = None, overestimate_nats: float | None = None,
 ) -> Diagnostics:
     """Sandwich bounds and health checks of an SGPR (any approximation, any inducing feature),
     a GPR, or an SVGP with a Gaussian likelihood (its objective: the ELBO at its q(u)).
@@ -191,13 +202,24 @@ def diagnose(
 
     Checks, each adding a plain-language string to `warnings` when it trips:
     * a non-VFE objective above that upper bound, or above the exact log evidence when that
-      is computed (proof of over-estimation, Bauer et al. 2016);
-    * σ² < `noise_fraction` · var(y) (a collapsed noise variance);
+      is computed (proof of over-estimation, Bauer et al. 2016), by more than
+      `overestimate_nats` (default max(1, N/1000) nats: a smaller excess cannot move the
+      hyperparameters materially, and Power EP with α < 1 exceeds log p(y) slightly by
+      design);
+    * a noise variance the data do not support: σ² below `noise_fraction` times the σ² that
+      maximises the exact log evidence at the fitted kernel, which is there more than 3 nats
+      higher (`diagnostics.noise`; all the rows when N ≤ `exact_max_data`, else that many
+      random rows; one noise variance only). A small σ² alone is no fault: a correct fit of
+      nearly noise-free data recovers it, and the evidence is highest there;
     * an SVGP's ELBO more than `gap_per_point` · N nats below the VFE bound (the ELBO's
       maximum over q(u)): q(u) is far from its optimum;
     * best upper bound − lower bound > `gap_per_point` · N nats (the bounds do not certify
-      that the VFE bound at these inducing variables is close to log p(y));
-    * pairs of inducing variables that have merged: inducing points closer than
+      that the VFE bound at these inducing variables is close to log p(y)); where the exact
+      log p(y) is computed, log p(y) − lower bound decides instead (the upper bound is loose
+      at small noise);
+    * (for FITC, DTC and Power EP; for VFE and an SVGP's ELBO only when the gap above trips,
+      as merged or idle inducing variables cost these nothing but the work)
+      pairs of inducing variables that have merged: inducing points closer than
       `merge_fraction` lengthscales (scaled distance, shortest lengthscale of any radial part
       of the kernel), or, for other kernels and features, correlated above
       exp(−merge_fraction²/2), what an SE kernel gives at that distance; reported as
@@ -213,14 +235,17 @@ def diagnose(
     For a GPR the bounds equal the exact evidence; only the noise is checked. Everything is
     evaluated in float64 whatever the model's `compute_dtype` (float32's ~1e-3 relative
     error would turn the checks' comparisons into noise).
-    Cost: O(N (M + extra)²) for SGPR, plus O(N³) for the exact evidence when
-    N ≤ `exact_max_data`.
+    Cost: O(N (M + extra)²) for SGPR, plus O(n³) for the exact evidence and the noise check
+    on n = min(N, `exact_max_data`) rows, plus N² kernel evaluations for the quadratic-form
+    bound where it is computed.
     """
     for name, v in (("merge_fraction", merge_fraction), ("far_lengthscales", far_lengthscales),
                     ("noise_fraction", noise_fraction), ("gap_per_point", gap_per_point)):
         positive_float(v, name)
     if extra_inducing is not None:
         extra_inducing = positive_int(extra_inducing, "extra_inducing")
+    if overestimate_nats is not None:
+        overestimate_nats = positive_float(overestimate_nats, "overestimate_nats")
     if isinstance(exact_max_data, bool) or not isinstance(exact_max_data, numbers.Integral):
         raise ValueError(f"exact_max_data must be an integer (0: never); got {exact_max_data!r}")
     view = view_of(model)
@@ -251,7 +276,8 @@ def diagnose(
             else:
                 objective = (lower if p.fam.mode == "vfe"
                              else float(collapsed_objective(p)) + offset)
-            tight, tight_m = _tight_upper_bound(view, extra_inducing)
+            tight, tight_feature = _tight_upper_bound(view, extra_inducing)
+            tight_m = tight_feature.num_inducing
             exact = None
             if view.num_data <= exact_max_data:
                 X, y, noise_rows = ((view.X, view.y, noise) if not sharded else
@@ -261,35 +287,45 @@ def diagnose(
         else:
             lower = upper = exact = objective = float(exact_log_marginal_likelihood(
                 view.kernel.K(view.X), view.y, noise, view.jitter)) + offset
-            tight, tight_m = None, None
+            tight, tight_m, tight_feature = None, None, None
+        support = (supported_noise(view, noise, exact_max_data, sharded)
+                   if noise.dim() == 0 and exact_max_data > 0 else None)
     approximation = view.approximation_name
     M = None if p is None else p.feature.num_inducing
+    user_noise = view.noise_variance / float(noise.mean()) if float(noise.mean()) > 0 else 1.0
     rep = Diagnostics(view.label, approximation, view.num_data, objective, lower, upper, exact,
                       upper - lower, False, view.noise_variance, noise_ratio, M, None, tight,
-                      tight_m)
+                      tight_m, supported_noise=None if support is None
+                      else support.supported * user_noise)
+    if (p is not None and exact is None and not sharded and noise.dim() == 0
+            and view.num_data <= QUADRATIC_MAX_DATA
+            and rep.certified_gap > gap_per_point * view.num_data):
+        # Titsias's bound is loose at small noise: try the quadratic-form bound (O(N²))
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
+            rep.quadratic_upper_bound = float(quadratic_upper_bound(
+                p._replace(feature=tight_feature))) + offset
     best_upper = rep.best_upper_bound
     tol = 1e-6 * (1.0 + abs(best_upper))
     rep.exceeds_upper_bound = p is not None and p.fam.mode != "vfe" and objective > best_upper + tol
-    if rep.exceeds_upper_bound:
+    material = (material_nats(view.num_data) if overestimate_nats is None
+                else overestimate_nats)
+    if rep.exceeds_upper_bound and objective > best_upper + material:
         rep.warnings.append(
             f"the {approximation} objective {objective:.6g} exceeds an upper bound "
             f"{best_upper:.6g} on the exact log evidence by {objective - best_upper:.3g} nats: "
             "it provably over-estimates log p(y) at "
             "these hyperparameters, so they are not to be trusted (Bauer et al. 2016); compare "
             "with approximation='vfe'")
-    elif p is not None and p.fam.mode != "vfe" and exact is not None and objective > exact + tol:
+    elif (p is not None and p.fam.mode != "vfe" and exact is not None
+          and objective > exact + max(tol, material)):
         rep.warnings.append(
             f"the {approximation} objective {objective:.6g} exceeds the exact log evidence "
             f"{exact:.6g} at these hyperparameters by {objective - exact:.3g} nats: it "
             "over-estimates log p(y), and fitting it favours the wrong hyperparameters")
-    if noise_ratio < noise_fraction:
-        hint = ("FITC and Power EP with α near 1 are known to drive the noise towards zero "
-                "(Bauer et al. 2016); prefer approximation='vfe'" if p is not None
-                and p.fam.mode != "vfe" else
-                "unless the data are nearly noise-free the model is interpolating noise")
-        rep.warnings.append(
-            f"the noise variance {view.noise_variance:.3g} is only {noise_ratio:.2g} of var(y): "
-            f"it has collapsed towards zero; {hint}")
+    if support is not None and support.unsupported(noise_fraction):
+        rep.warnings.append(noise_warning(support, user_noise, view.num_data,
+                                          p is not None and p.fam.mode == "pep"))
     if view.objective is not None and lower - objective > gap_per_point * view.num_data:
         rep.warnings.append(
             f"the {approximation} {objective:.6g} is {lower - objective:.3g} nats "
@@ -298,15 +334,26 @@ def diagnose(
             f"optimum ({view.objective_remedy or 'train longer'})")
     if p is not None and not _exact_member(p):  # the inducing variables matter
         certified = rep.certified_gap  # any upper bound certifies the lower bound
-        if certified > gap_per_point * view.num_data:
-            which = (f"the upper bound with M = {tight_m}" if tight is not None and tight < upper
+        # where log p(y) itself is known, the true gap decides (an upper bound is loose at
+        # small noise: a good fit of nearly noise-free data is never certified by it)
+        gap = certified if exact is None else exact - lower
+        uncertified = gap > gap_per_point * view.num_data
+        if uncertified:
+            best = rep.best_upper_bound
+            which = ("the quadratic-form upper bound" if best == rep.quadratic_upper_bound
+                     else f"the upper bound with M = {tight_m}" if best == tight
                      else "the upper bound")
+            known = ("" if exact is None else f", and log p(y) itself is {gap:.3g} nats "
+                     f"({gap / view.num_data:.3g} per data point) above the lower bound")
             rep.warnings.append(
                 f"the VFE lower bound and {which} are {certified:.3g} nats apart "
-                f"({certified / view.num_data:.3g} per data point): the approximation is not "
-                "certified to be close to the exact GP; add inducing variables "
+                f"({certified / view.num_data:.3g} per data point){known}: the approximation "
+                "is not certified to be close to the exact GP; add inducing variables "
                 "(sparsegp.select_inducing)")
-        _check_inducing(view, rep, merge_fraction, far_lengthscales)
+        # VFE (and an SVGP's ELBO) lose nothing by stacking spare inducing variables or
+        # parking them away from the data: their placement is a finding only beside a gap
+        _check_inducing(view, rep, merge_fraction, far_lengthscales,
+                        uncertified or p.fam.mode != "vfe")
     return rep
 
 
@@ -317,10 +364,11 @@ def _exact_member(p: Any) -> bool:
     return b is not None and b.num_blocks == 1 and bool((b.alpha == 1).all())
 
 
-def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, int]:
+def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, Any]:
     """The Titsias (2014) bound with the model's inducing variables plus `extra` random data
     inputs (or with data inputs alone, M + extra of them, for a feature that cannot be
-    extended by points); with sharded data, drawn from the rows of all ranks."""
+    extended by points); with sharded data, drawn from the rows of all ranks. Returns the
+    bound (units of y) and that inducing feature."""
     p = view.problem
     assert p is not None  # diagnose asks for it for sparse models only
     N, M = view.num_data, p.feature.num_inducing
@@ -339,22 +387,18 @@ def _tight_upper_bound(view: RegressionView, extra: int | None) -> tuple[float, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
         U = titsias_upper_bound(p._replace(feature=feature))
-    return float(U) + view.offset, feature.num_inducing
+    return float(U) + view.offset, feature
 
 
 def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnostics | None:
     """Run `diagnose` and issue one `ApproximationWarning` listing what tripped (for `fit`).
 
-    Never raises: a check that cannot be computed becomes a warning that says what failed and
-    how to rerun it, and the fitted model is kept.
+    Never raises an error: a check that cannot be computed becomes a warning that says what
+    failed and how to rerun it, and the fitted model is kept. Ctrl-C is left to the fit's
+    guard (`training.guard`), whose result then says `interrupted`.
     """
     try:
         rep = diagnose(model, **kwargs)
-    except KeyboardInterrupt:
-        warnings.warn(f"{type(model).__name__}: the checks after fitting were interrupted; the "
-                      "fitted model is kept (run model.diagnostics() to check it)",
-                      ApproximationWarning, stacklevel=stacklevel)
-        return None
     except Exception as err:  # noqa: BLE001 - a check must never throw a fit away
         warnings.warn(f"{type(model).__name__}: the checks after fitting could not be computed "
                       f"({type(err).__name__}: {err}); the fitted model is kept. Rerun them with "
@@ -368,102 +412,8 @@ def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnos
     return rep
 
 
-def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
-    """Elementwise shortest lengthscale ([] or [D]) over the radial parts of a kernel.
-
-    None when there is none, or when another stationary part (periodic) has a lengthscale
-    that is not a distance in input units: compare correlations instead.
-    """
-    ell = None
-    for part in kernel.modules():
-        if isinstance(part, Stationary) and not isinstance(part, RadialKernel):
-            return None
-        if isinstance(part, RadialKernel):
-            v = part.value("lengthscale").detach()
-            ell = v if ell is None else torch.minimum(ell, v)
-    return ell
-
-
-class Placement(NamedTuple):
-    """Where the inducing variables sit: `merged_pairs` (index pairs closer than the merge
-    threshold), `effective` (groups of merged ones counted once), `far` (indices farther than
-    the threshold from every data point), and the `unit` the thresholds were measured in."""
-
-    merged_pairs: list[tuple[int, int]]
-    effective: int
-    far: list[int]
-    unit: str
-
-
-def inducing_placement(feature: Any, kernel: Kernel, X: Tensor, merge_fraction: float,
-                       far_lengthscales: float, over_ranks: bool = False) -> Placement:
-    """Merged and far inducing variables (`diagnose`'s last two checks): scaled distances
-    for inducing points under a radial kernel (shortest lengthscale), correlations otherwise.
-    Shapes: X [N, D] (internal units, as the feature's); `over_ranks`: X is this rank's shard
-    of data sharded over processes (distances to every rank's rows)."""
-    ell = shortest_lengthscale(kernel) if isinstance(feature, InducingPoints) else None
-    M = feature.num_inducing
-    rows = max(1, 2**20 // M)
-    with torch.no_grad():
-        if ell is not None:  # inducing points and a radial kernel: scaled distances
-            Z = cast(InducingPoints, feature).Z.detach() / ell
-            close = torch.cdist(Z, Z) < merge_fraction
-            nearest = torch.full((M,), float("inf"), dtype=Z.dtype, device=Z.device)
-            for s in chunk_slices(X.shape[0], rows):
-                nearest = torch.minimum(nearest, torch.cdist(Z, X[s] / ell).min(1).values)
-            if over_ranks:
-                all_reduce_([nearest], "distances to the data", op="min")
-            far = nearest > far_lengthscales
-            unit = "lengthscales"
-        else:  # correlations of the inducing variables, with those of an SE kernel at that distance
-            Kuu = cov.Kuu(feature, kernel)
-            sd = torch.sqrt(torch.diagonal(Kuu).clamp_min(1e-300))
-            close = Kuu / (sd[:, None] * sd[None, :]) > math.exp(-0.5 * merge_fraction**2)
-            best = torch.zeros(M, dtype=Kuu.dtype, device=Kuu.device)
-            for s in chunk_slices(X.shape[0], rows):
-                kd = torch.sqrt(kernel.K_diag(X[s]).clamp_min(1e-300))
-                corr = cov.Kuf(feature, kernel, X[s]).abs() / (sd[:, None] * kd[None, :])
-                best = torch.maximum(best, corr.max(1).values)
-            if over_ranks:
-                all_reduce_([best], "correlations with the data", op="max")
-            far = best < math.exp(-0.5 * far_lengthscales**2)
-            unit = "lengthscale-equivalents (by correlation)"
-    pairs = [(i, j) for i, j in torch.nonzero(torch.triu(close, 1)).tolist()]
-    parent = list(range(M))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, j in pairs:
-        parent[root(i)] = root(j)
-    return Placement(pairs, len({root(i) for i in range(M)}),
-                     torch.nonzero(far).flatten().tolist(), unit)
-
-
-def placement_warnings(placement: Placement, M: int, merge_fraction: float,
-                       far_lengthscales: float, why: str) -> list[str]:
-    """The warnings of a `Placement` (`why`: what makes this approximation merge them)."""
-    out = []
-    pairs, far = placement.merged_pairs, placement.far
-    if pairs:
-        out.append(
-            f"{len(pairs)} {'pairs' if len(pairs) > 1 else 'pair'} of inducing variables "
-            f"{'are' if len(pairs) > 1 else 'is'} closer than {merge_fraction:g} "
-            f"{placement.unit}: they have merged, so effectively M = {placement.effective} of "
-            f"{M} ({why})")
-    if far:
-        out.append(
-            f"{len(far)} inducing {'variables are' if len(far) > 1 else 'variable is'} "
-            f"farther than {far_lengthscales:g} {placement.unit} from every data point (rows "
-            f"{far[:10]}{'…' if len(far) > 10 else ''}): they explain no data")
-    return out
-
-
 def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: float,
-                    far_lengthscales: float) -> None:
+                    far_lengthscales: float, warn: bool) -> None:
     assert view.problem is not None  # diagnose checks the inducing variables of sparse models
     feature = view.problem.feature
     placement = inducing_placement(feature, view.kernel, view.X, merge_fraction,
@@ -471,8 +421,9 @@ def _check_inducing(view: RegressionView, rep: Diagnostics, merge_fraction: floa
     rep.merged_pairs = placement.merged_pairs
     rep.effective_num_inducing = placement.effective
     rep.far_inducing = placement.far
-    why = ("VFE stacks spare inducing inputs on top of each other when fewer suffice"
+    why = ("merged ones count as one: spread over the data, they would narrow the gap"
            if view.problem.fam.mode == "vfe" else
            "FITC and Power EP clump inducing inputs like this, Bauer et al. 2016")
-    rep.warnings += placement_warnings(placement, feature.num_inducing, merge_fraction,
-                                       far_lengthscales, why)
+    if warn:
+        rep.warnings += placement_warnings(placement, feature.num_inducing, merge_fraction,
+                                           far_lengthscales, why)

@@ -10,7 +10,7 @@ pairs and colours): "PEP α" and "EP" (α = 1) are `SGPC(alpha=α)` fitted by th
 Power-EP schedule (§3.9: a batch's sites swept twice in parallel, then an Adam step on the
 batch's energy, without waiting for the sites to converge); "VFE" is the α → 0 limit, which
 SGPC does not take (α ∈ (0, 1]), so it is `SVGP` with a probit Bernoulli likelihood (Hensman
-et al. 2015; MATH.md §5), trained with the same batches, epochs and Adam step size (natural
+et al. 2015; docs/math.md §5), trained with the same batches, epochs and Adam step size (natural
 gradients on q(u)). One row is not in the paper: "PEP 0.001", SGPC at α = 10⁻³ (α → 0 by
 the PEP rows' own optimiser): against "VFE" it measures the optimiser, against the other
 powers the power. Every method at (data set, split, M) starts from the same k-means++

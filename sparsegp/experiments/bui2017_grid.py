@@ -59,7 +59,7 @@ class Method:
 
 
 def _blocks(X: np.ndarray, Z: np.ndarray, seed: int) -> dict[str, Any]:
-    """Blocks of about M nearby training points (k-means), as PITC uses (MATH.md §2)."""
+    """Blocks of about M nearby training points (k-means), as PITC uses (docs/math.md §2)."""
     return {"blocks": cluster_blocks(X, max(1, math.ceil(len(X) / len(Z))), seed=seed)}
 
 

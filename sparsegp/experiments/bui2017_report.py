@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..files import write_atomically
 from .bui2017_analysis import (
     Row,
     WinRate,
@@ -194,7 +195,7 @@ def write_report(out: Path, cfg: Config, sections: Sequence[Section], header: Se
     lines = ["# Bui, Yan & Turner (2017): Power EP pseudo-point approximations with sparsegp",
              "", *header, ""]
     path = out / "results.md"
-    path.write_text("\n".join(lines + [s.markdown() for s in sections]))
+    write_atomically(path, "\n".join(lines + [s.markdown() for s in sections]))
     return path
 
 

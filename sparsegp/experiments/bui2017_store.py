@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..files import write_atomically
+
 Key = tuple[str, str, int, int, str]
 ROWS = "runs.jsonl"
 SETTINGS = "store.json"
@@ -61,7 +63,7 @@ class Store:
                     "there to start again)")
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
-            settings.write_text(json.dumps(self.identity, indent=1) + "\n")
+            write_atomically(settings, json.dumps(self.identity, indent=1) + "\n")
         self.rows: dict[Key, dict[str, Any]] = {}
         self.broken = 0  # lines that could not be read (a run killed while writing)
         if self.path.is_file():

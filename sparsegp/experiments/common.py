@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from ..files import write_atomically
 from ..kernels import SquaredExponential
 from ..likelihoods.gaussian import gaussian_log_density
 from ..linalg import JitterWarning
@@ -128,7 +129,7 @@ def run_sections(out: Path, title: str, mode: str,
     head = [f"# {title}", "", f"Mode: {mode}; total time {seconds:.1f} s. Objectives are log "
             "marginal likelihoods (or the approximation's objective) in nats.", ""]
     report = out / "results.md"
-    report.write_text("\n".join(head + [s.markdown() for s in sections]))
+    write_atomically(report, "\n".join(head + [s.markdown() for s in sections]))
     files = [f for s in sections for f in s.files] + [report]
     if log is not None:
         log(f"{len(files)} files written to {out} in {seconds:.1f} s")
@@ -140,12 +141,23 @@ def experiment_parser(parser: argparse.ArgumentParser | None, prog: str, descrip
     """The options every experiment takes: --out, --quick and --data-dir (`data` names the
     folders it reads below the data directory)."""
     p = parser or argparse.ArgumentParser(prog=prog, description=description)
-    p.add_argument("--out", type=Path, default=Path(default_out),
-                   help=f"folder for the figures and tables (default: ./{default_out})")
+    p.add_argument("--out", type=output_folder, default=Path(default_out),
+                   help=f"folder for the figures and tables (default: ./{default_out}); files "
+                   "of an earlier run there are replaced")
     p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                    help=f"folder holding {data} (default: {DEFAULT_DATA_DIR})")
     return p
+
+
+def output_folder(text: str) -> Path:
+    """`--out` of an experiment: a folder; "-" (standard output) is refused, as an experiment
+    writes several files (tables, figures, results.md), not one text."""
+    if text.strip() == "-":
+        raise argparse.ArgumentTypeError("an experiment writes a folder of files (tables, "
+                                         "figures, results.md), not standard output; give a "
+                                         "folder name")
+    return Path(text)
 
 
 def experiment_main(build_parser: Callable[[], argparse.ArgumentParser],

@@ -10,6 +10,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..files import atomic_file
+
 
 def new_figure(rows: int, cols: int, size: tuple[float, float], **kwargs: Any
                ) -> tuple[Figure, np.ndarray]:
@@ -38,7 +40,9 @@ def plot_regression_1d(
 
 
 def save(fig: Figure, path: str | Path) -> Path:
+    """Write the figure to `path` (its format from the suffix), whole or not at all."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_file(path, "wb", what="figure") as f:
+        fig.savefig(f, format=path.suffix[1:] or None, dpi=120)
     return path

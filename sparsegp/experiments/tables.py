@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_file
+
 
 def _cell(v: Any, digits: int) -> str:
     if v is None:
@@ -51,7 +53,7 @@ class Table:
     def write_csv(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as f:
+        with atomic_file(path, "w", what="CSV file", newline="") as f:  # whole or not at all
             w = csv.writer(f)
             w.writerow(self.columns)
             for r in self.rows:

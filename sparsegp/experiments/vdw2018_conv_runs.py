@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..files import write_atomically
 from ..models import load
 from ..training import fit_lbfgsb
 
@@ -131,15 +131,11 @@ def elbo_per_datum(model: Any, X: Tensor, y: Tensor) -> float:
 
 
 def _write_json(path: Path, record: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=float))
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(record, indent=1, default=float), what="checkpoint record")
 
 
 def _save_model(model: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    model.save(tmp)
-    os.replace(tmp, path)
+    model.save(path)  # atomic: an interrupted checkpoint leaves the previous one
 
 
 def _clock(seconds: float) -> str:

@@ -1,7 +1,7 @@
 """The protocol every inducing feature follows (data only; the maths is in `covariances.py`).
 
 An inducing feature defines M inducing variables u_m = ∫ f(x) v(x; m) dx as linear functionals
-of the GP (van der Wilk 2018, ch. 4; MATH.md §8): inducing points (v a delta), Gaussian
+of the GP (van der Wilk 2018, ch. 4; docs/math.md §8): inducing points (v a delta), Gaussian
 windows (multi-scale), weighted sums of deltas, Fourier windows, image patches. A feature
 holds its parameters and knows nothing of kernels; `covariances.Kuu/Kuf` pair it with a
 kernel. What models, persistence and diagnostics need from a feature is here:

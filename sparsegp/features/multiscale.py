@@ -1,5 +1,5 @@
 """Multi-scale inducing features: Gaussian windows v(x; m) = N(x; z_m, diag δ_m²) (Walder et
-al. 2008; Lázaro-Gredilla & Figueiras-Vidal 2009; MATH.md §8). Data only."""
+al. 2008; Lázaro-Gredilla & Figueiras-Vidal 2009; docs/math.md §8). Data only."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Inducing patches: u_m = g(z_m) for the patch-response function g of a convolutional kernel
-(van der Wilk 2018, §5.4; MATH.md §9). Data only; the maths is in `covariances/patches.py`."""
+(van der Wilk 2018, §5.4; docs/math.md §9). Data only; the maths is in `covariances/patches.py`."""
 
 from __future__ import annotations
 

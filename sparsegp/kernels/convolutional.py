@@ -1,5 +1,5 @@
 """Convolutional kernels for images: f(x) = Σ_p w_p g(x^[p]) over the patches of an image
-(van der Wilk, Rasmussen & Hensman 2017; van der Wilk 2018, ch. 5; MATH.md §9).
+(van der Wilk, Rasmussen & Hensman 2017; van der Wilk 2018, ch. 5; docs/math.md §9).
 
 An image is a row of H·W·C pixels in (row, column, channel) order, i.e. `image.reshape(-1)` of
 an [H, W, C] array. Its patches x^[p] are the h×w windows at every position (stride 1), one

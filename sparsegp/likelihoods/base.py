@@ -130,7 +130,7 @@ class Likelihood(Registered, Parameterised, ABC):
     def tilted_moments(self, mean: Tensor, var: Tensor, y: Tensor, alpha: float
                        ) -> tuple[Tensor, Tensor, Tensor]:
         """Power-EP tilted normaliser log Z̃ = log E_{f ~ N(mean, var)}[p(y | f)^α] and its
-        first and second derivatives with respect to `mean` (MATH.md §5, step 2).
+        first and second derivatives with respect to `mean` (docs/math.md §5, step 2).
 
         By quadrature: with tilted mean m̃ and variance ṽ,
         ∂ log Z̃/∂μ = (m̃ − μ)/v and ∂² log Z̃/∂μ² = (ṽ − v)/v². Shapes: [N] -> three [N].

@@ -90,7 +90,7 @@ class Poisson(Likelihood):
                        ) -> tuple[Tensor, Tensor, Tensor]:
         """log Z̃ = log E_{N(f; μ, v)}[p(y | f)^α], ∂ log Z̃/∂μ = (m̃ − μ)/v and
         ∂² log Z̃/∂μ² = (ṽ − v)/v² from the tilted mean m̃ and variance ṽ, by adaptive
-        Gauss–Hermite quadrature (MATH.md §5, step 2). Shapes: [N] -> three [N]."""
+        Gauss–Hermite quadrature (docs/math.md §5, step 2). Shapes: [N] -> three [N]."""
         f, log_w = self._centred_points(mean, var, y, alpha)
         logp = log_w + alpha * self.log_prob(f.movedim(-1, 0), y).movedim(0, -1)
         log_Z = torch.logsumexp(logp, dim=-1)

@@ -50,6 +50,7 @@ from ..training import FitResult, fit_lbfgsb
 from ..validation import (
     ScaleWarning,
     as_inputs,
+    check_bool,
     check_columns,
     check_feature_names,
     check_same_rows,
@@ -114,6 +115,7 @@ class Model(ModelCore):
     def __init__(self, X: Any, y: Any, *, dtype: torch.dtype | None, standardize_X: bool,
                  **arguments: Any) -> None:
         super().__init__()
+        standardize_X = check_bool(standardize_X, "standardize_X")
         dtype = model_dtype(X, y, dtype)
         device = model_device(X, y)
         check_same_rows(X, y)

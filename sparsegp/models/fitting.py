@@ -4,17 +4,28 @@ gradients, Power-EP site schedules, Adam on a stochastic estimate, ...).
 
 A model declares the options its plans take (`fit_options`) and chooses a plan from the
 options given (`training_plan`); `fit` refuses an option the model never takes (TypeError),
-warns about one given to a plan that does not take it (it would be ignored in silence), and
-runs the plan. No model overrides `fit`.
+warns about one given to a plan that does not take it (it would be ignored in silence), runs
+the plan, and gives a `ConvergenceWarning` when the fit stopped at its iteration or round
+limit, or ran out of its epoch budget while the objective still rose
+(`diagnostics.convergence`). No model overrides `fit`. `restart_if_stuck` is what
+regression models do after L-BFGS-B: a fit that started and stalled with a lengthscale far
+beyond the inputs' extent is tried again from the data-based starting values.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, NamedTuple
 
-from ..training import FitResult
+from ..diagnostics.convergence import ConvergenceWarning, limit_message, material_nats
+from ..diagnostics.starts import far_lengthscales
+from ..distributed import is_distributed
+from ..linalg import CholeskyError
+from ..training import FitResult, Snapshot
+from ..training.guard import FitGuard, accepted
 from ..training.interrupts import termination_as_interrupt
 from ..training.options import warn_unused
 
@@ -37,7 +48,7 @@ class FitOptions:
     tol: float | None = None  # L-BFGS-B's tolerance; the EP energy's
     progress: bool | None = None  # a progress bar (None: on a terminal)
     callback: Any = None  # callback(iteration, objective) after every iteration or epoch
-    diagnose: bool | None = None  # check the fitted model (regression models; default True)
+    diagnose: bool | None = None  # checks after fitting (regression models; default True)
     batch_size: int | None = None  # minibatch training
     epochs: int | None = None
     lr: float | None = None  # Adam's learning rate
@@ -92,7 +103,11 @@ class Fitting:
         Which options a model takes (`fit_options`), their defaults and the plan they choose
         are the model's: see its `training_plan`. SIGTERM (schedulers, `docker stop`) stops
         training as Ctrl-C does. An option the model never takes is a
-        TypeError; one that the chosen plan does not read gives a warning naming it."""
+        TypeError; one that the chosen plan does not read gives a warning naming it. A fit
+        that stopped at its iteration or round limit before converging, or ran out of its
+        epoch budget while the objective still rose, gives a `ConvergenceWarning` naming the
+        option that raises the limit (not with `diagnose=False`, which skips every check
+        after fitting)."""
         options = FitOptions(maxiter, tol, progress, callback, diagnose, batch_size, epochs,
                              lr, natgrad, gamma, seed, data, schedule, inner_maxiter,
                              max_sweeps, sweeps_per_batch, refresh_every)
@@ -106,10 +121,71 @@ class Fitting:
         plan = model.training_plan(options)
         ignored = {k: v for k, v in given.items() if k not in plan.takes | ALWAYS}
         warn_unused(ignored, plan.others, plan.name)
-        with termination_as_interrupt():  # SIGTERM stops training as Ctrl-C does
-            return plan.run(options)
+        # SIGTERM stops training as Ctrl-C does; an interrupt that escapes the plan (its
+        # setup, its checks after training) or the limit check leaves the last accepted state
+        with termination_as_interrupt(), FitGuard(self, stacklevel=2) as guard:
+            result = plan.run(options)
+            if options.diagnose is not False:
+                budget = (("epochs=", "epochs") if "epochs" in plan.takes
+                          else ("maxiter=", "steps"))
+                message = limit_message(result, type(self).__name__,
+                                        int(getattr(self, "num_data", 0)), *budget)
+                if message is not None:
+                    warnings.warn(message, ConvergenceWarning, stacklevel=2)
+            return result
+        return guard.interrupted_result()
 
 
 def default(value: Any, fallback: Any) -> Any:
     """`value`, or `fallback` where it is None (an option not given)."""
     return fallback if value is None else value
+
+
+def restart_if_stuck(model: Any, result: FitResult, start: Snapshot,
+                     reset: Callable[[], None], refit: Callable[[], FitResult],
+                     stacklevel: int = 4) -> FitResult:
+    """After a fit (`result`) of `model` from the values `start` holds: when a trainable
+    lengthscale started and ended far beyond the inputs' extent
+    (`diagnostics.starts.far_lengthscales`), the fit may have stalled where the kernel is
+    nearly constant over the data (the objective is flat in the lengthscale there). The model
+    then goes back to `start`, takes the data-based starting values (`reset()`: those of the
+    trainable hyperparameters) and trains again (`refit()`); it keeps that fit when it ends
+    higher by more than max(1, N/1000) nats, and a `ConvergenceWarning` and the returned
+    result's message say so (`info["restart"]`: the first fit's objective and iterations).
+    Otherwise the model and `result` are left as they were. Nothing is evaluated unless a
+    lengthscale ended far out; a lengthscale that grew there from a start within the data's
+    extent (an input that does not matter, say) is taken as found. With sharded data every
+    rank decides alike. `stacklevel` 4 points the warning at the caller of `fit()` when the
+    plan's `run` calls this."""
+    sharded = model.shards_data and is_distributed()
+    far = far_lengthscales(model.kernel, model.X, sharded)
+    if far is None:
+        return result
+    fitted = Snapshot(model)
+    start.restore()
+    if far_lengthscales(model.kernel, model.X, sharded) is None:  # it went there on its own
+        fitted.restore()
+        return accepted(result)
+    try:
+        reset()
+        again = refit()
+    except (CholeskyError, ValueError):  # the data-based values are no start here
+        fitted.restore()
+        return accepted(result)
+    if not again.objective > result.objective + material_nats(model.num_data):
+        fitted.restore()
+        return accepted(dataclasses.replace(result,
+                                            interrupted=result.interrupted or again.interrupted))
+    first = (f"the fit from the given starting values stayed at {far}, where the kernel is "
+             f"nearly constant over the data, and ended at objective {result.objective:.6g}")
+    warnings.warn(f"{type(model).__name__}.fit: {first}. A fit from the data-based starting "
+                  "values (lengthscales from the inputs' spread, signal variance var(y), noise "
+                  f"var(y)/10) reached {again.objective:.6g} and is kept; freeze a value to "
+                  "keep it as given (model.kernel.freeze(\"lengthscale\"))",
+                  ConvergenceWarning, stacklevel=stacklevel)
+    return dataclasses.replace(
+        again, message=f"restarted from the data-based starting values ({first}); "
+        f"{again.message}", evaluations=result.evaluations + again.evaluations,
+        seconds=result.seconds + again.seconds,
+        info={**again.info, "restart": {"first_objective": result.objective,
+                                        "first_iterations": result.iterations}})

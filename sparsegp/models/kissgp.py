@@ -21,7 +21,7 @@ from ..objectives.interpolated import Probes, Solution, evidence, solve_targets
 from ..posteriors import InterpolatedPosterior
 from ..structured.grid import Grid, interpolate, kuu_matmul
 from ..structured.interpolation import grid_bounds
-from ..structured.iterative import lanczos
+from ..structured.lanczos import inverse_root, lanczos
 from ..threads import threads_for
 from ..training import FitResult
 from ..training.stochastic import fit_adam
@@ -51,9 +51,10 @@ class KISSGP(GPModel):
     (`cg_tolerance`, pivoted-Cholesky preconditioner of rank `preconditioner_rank`) and
     stochastic Lanczos quadrature on `num_probes` probe vectors drawn from `seed` (the
     reported evidence is a deterministic estimate; `fit()` takes Adam steps with fresh probes
-    per step, an unbiased gradient). Predictions: mean by CG, variances by `lanczos_rank`
-    Lanczos steps (LOVE; exact for a rank ≥ N, conservative below). Inputs beyond the grid
-    (the training inputs' range and 10% of it on each side) are refused.
+    per step, an unbiased gradient). Predictions: mean by CG, variances by at most
+    `lanczos_rank` Lanczos steps (LOVE; exact once the Krylov space is exhausted, where the run
+    stops early, conservative below). Inputs beyond the grid (the training inputs' range and
+    10% of it on each side) are refused.
     By default y is standardised inside (`standardize_y=True`): predictions, `noise_variance`
     and the objectives are in the units of y, the kernel's variance is relative to var(y);
     `standardize_y=False` models y as given. X is taken as given (`standardize_X=True`
@@ -238,9 +239,9 @@ class KISSGP(GPModel):
         A = lambda V: g.W @ kuu(g.Wt @ V) + noise * V  # noqa: E731
         start = torch.randn(self.X.shape[0], generator=torch.Generator().manual_seed(
             self._config["seed"] + 1), dtype=PARAMETER_DTYPE).to(self.device)
-        Q, T = lanczos(A, start, self._config["lanczos_rank"])
-        L_T = torch.linalg.cholesky(T)
-        C = torch.linalg.solve_triangular(L_T, kuu(g.Wt @ Q).mT, upper=False).mT
+        # stops early where the Krylov space is exhausted; T's eigenvalues checked in [σ², √3‖A‖]
+        run = lanczos(A, start, self._config["lanczos_rank"])
+        C = kuu(g.Wt @ run.Q) @ inverse_root(run, noise)  # C Cᵀ = K_UU Wᵀ Q T⁻¹ Qᵀ W K_UU
         return InterpolatedPosterior(self.kernel, self.grid_start, self.grid_spacing,
                                      self.sizes, a, C, noise, self.prior_mean())
 
@@ -256,15 +257,20 @@ class KISSGP(GPModel):
         """`maxiter` (300) Adam steps (`lr`, 0.05) on the evidence with fresh probe vectors
         per step, whose gradient is an unbiased estimate (Gardner et al. 2018): the trace
         term's estimate has a variance that quasi-Newton line searches do not tolerate.
-        `diagnose` is accepted for the common interface; `diagnostics()` reports on demand."""
-        return TrainingPlan("Adam on the evidence", self.fit_options, self._fit_adam)
+        `diagnose` is accepted for the common interface; `diagnostics()` reports on demand.
+        Ctrl-C (or SIGTERM) at any moment, the grid check after the steps included, stops at
+        the last completed step."""
+        from ..training.guard import guarded
+
+        return TrainingPlan("Adam on the evidence", self.fit_options,
+                            guarded(self, self._fit_adam))
 
     def _fit_adam(self, options: FitOptions) -> FitResult:
         with threads_for(self.evaluation_work()):
             result = fit_adam(self, default(options.maxiter, 300), default(options.lr, 0.05),
                               options.progress, options.callback)
         if not result.interrupted:  # the fitted lengthscales may be too short for the grid
-            self._warn_coarse_grid(stacklevel=4)  # the caller of fit()
+            self._warn_coarse_grid(stacklevel=5)  # the caller of fit()
         return result
 
     def diagnostics(self, **kwargs: Any) -> KISSDiagnostics:  # type: ignore[override]

@@ -11,13 +11,9 @@ cannot hold: it names their parameters, and `load` warns that they must be set a
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import inspect
 import os
-import secrets
-import stat
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from typing import Any
 import torch
 
 from ..config import FORMAT_VERSION
+from ..files import write_atomically
 from ..version import __version__
 from .classes import MODELS
 
@@ -67,7 +64,7 @@ def save_model(model: Any, path: str | Path, include_data: bool | None = None) -
                                 if (saved := _saved_distribution(prior)) is not None},
     }
     payload["digest"] = digest(payload)
-    write_atomically(path, lambda f: torch.save(payload, f))
+    write_atomically(path, lambda f: torch.save(payload, f), what="model file")
 
 
 #: The payload's entries that `digest` covers: every value a loaded model is built from.
@@ -104,28 +101,6 @@ def digest(payload: dict[str, Any]) -> str:
         feed(key)
         feed(payload.get(key))
     return h.hexdigest()
-
-
-def write_atomically(path: Path, write: Any) -> None:
-    """`write(file)` into a temporary file beside `path`, flushed to disk, then renamed over
-    `path` in one step: a reader sees the old file or the new one, never half of one, and a
-    failure (a full disk, Ctrl-C, SIGTERM's exception) leaves the old file as it was and no
-    temporary file behind."""
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        with open(tmp, "xb") as f:  # the user's umask, as a plain open would
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists():  # an overwritten file keeps its permissions
-            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
-        os.replace(tmp, path)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(err, (OSError, RuntimeError)):  # torch reports write failures as
-            raise OSError(f"cannot write the model file {path} ({_reason(err)})") from None
-        raise
 
 
 def _saved_distribution(prior: Any) -> dict[str, Any] | None:
@@ -216,17 +191,6 @@ def check_finite_values(path: Path, tensors: dict[str, Any]) -> None:
                 and not bool(torch.isfinite(value).all())):
             raise ValueError(f"{path} is a damaged sparsegp model file: {name} holds NaN or "
                              "inf, which no fitted model has")
-
-
-def _reason(err: Exception) -> str:
-    text = str(err)
-    if isinstance(err, PermissionError) or "ermission" in text:
-        return "permission denied"
-    if "No space" in text or getattr(err, "errno", None) == errno.ENOSPC:
-        return "no space left on the device"
-    if "Read-only" in text:
-        return "read-only file system"
-    return type(err).__name__
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> Any:

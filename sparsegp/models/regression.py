@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -11,13 +12,17 @@ from torch import Tensor
 from .. import distributed
 from ..config import NOISE_FLOOR, PARAMETER_DTYPE
 from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
+from ..diagnostics.starts import data_based_values
 from ..distributed import is_distributed
 from ..means import Zero, as_mean
 from ..objectives.blocks import label_codes
 from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value, at_least_above
-from ..validation import as_output_targets, as_targets, target_scale_problems
+from ..training import FitResult
+from ..training.result import Snapshot
+from ..validation import as_output_targets, as_targets, check_bool, target_scale_problems
 from .base import NOISE_FRACTION, Model
+from .fitting import FitOptions, restart_if_stuck
 from .predictions import gaussian_log_density
 from .units import TargetUnits
 
@@ -45,7 +50,7 @@ class GPModel(TargetUnits, Model):
         else:
             y = as_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
         noise, codes = noise_structure(noise_variance, noise_groups, n)
-        buffers = self._target_units(y, standardize_y, noise, mean)
+        buffers = self._target_units(y, check_bool(standardize_y, "standardize_y"), noise, mean)
         targets = self._in_target_units(y, buffers)
         if codes is not None:
             buffers["noise_codes"] = codes
@@ -144,8 +149,40 @@ class GPModel(TargetUnits, Model):
         with torch.no_grad():
             return float(self._objective()) + self._objective_offset()
 
-    #: L-BFGS-B (`Model.training_plan`), then `diagnostics()` unless `diagnose=False`
+    #: L-BFGS-B (`Model.training_plan`), then the checks after fitting unless `diagnose=False`
     fit_options = Model.fit_options | {"diagnose"}
+
+    def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
+        """L-BFGS-B from the current values, then (unless `diagnose=False`) the checks after
+        fitting: a fit that stalled far from its data restarts from the data-based starting
+        values (`fitting.restart_if_stuck`), and `diagnostics()` checks the model it ends
+        with (`_check_fit`)."""
+        quiet = dataclasses.replace(options, diagnose=False)
+        if options.diagnose is False:
+            return super()._fit_lbfgsb(quiet)
+        start = Snapshot(self)
+        result = super()._fit_lbfgsb(quiet)
+        if not result.interrupted:
+            result = restart_if_stuck(self, result, start, self._take_data_based_values,
+                                      lambda: super(GPModel, self)._fit_lbfgsb(quiet))
+        if not result.interrupted:
+            self._check_fit(stacklevel=5)
+        return result
+
+    def _take_data_based_values(self) -> None:
+        """Give the trainable kernel hyperparameters and noise variance the starting values
+        a model takes from its data when none are given (`restart_if_stuck`)."""
+        with self._pooled_data():
+            sv = self._target_signal_variance()
+            values = data_based_values(self.kernel, self.X, sv)
+        for name, _, trainable, _ in list(self.kernel.named_values()):
+            if trainable:
+                current = self.kernel.value(name)
+                value = values[name]
+                self.kernel.set_value(name, value if value.shape == current.shape
+                                      else value.mean())
+        if self._raw("noise_variance").requires_grad:
+            self.set_value("noise_variance", NOISE_FRACTION * sv)
 
     def _check_fit(self, stacklevel: int) -> None:
         """After `fit()` (unless `diagnose=False`): the fitted model is checked by

@@ -23,6 +23,7 @@ from ..posteriors import SparsePosterior
 from ..threads import threads_for
 from ..training import FitResult
 from ..training import ep as schedules
+from ..training.guard import FitGuard
 from ..training.options import DEFAULT_LR
 from ..validation import as_tensor, check_finite
 from .base import Model
@@ -170,7 +171,7 @@ class SGPC(InducingMixin, Model):
 
     def _site_q(self, totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
                 ) -> tuple[Tensor, float, Any]:
-        """L = chol(Kuu), the jitter used, and the sites' whitened q(v) (MATH.md §5), from a
+        """L = chol(Kuu), the jitter used, and the sites' whitened q(v) (docs/math.md §5), from a
         pass over all the sites or from `totals` (L ↦ their sums (A, c))."""
         L, used = cov.Kuu_cholesky(self.feature, self.kernel, self.jitter)
         stats = (pep.site_statistics(self.kernel, self.feature, self.X, L, self.tau, self.nu,
@@ -214,7 +215,8 @@ class SGPC(InducingMixin, Model):
         0.01; batches drawn with `seed`, 0); q(u)'s sums over all the sites are kept running
         and recomputed every `refresh_every` steps (default: as often as the steps' own cost
         allows, at most every 10 steps). Options of the other schedule give a warning.
-        Ctrl-C stops either at the last accepted state; the result says it was interrupted.
+        Ctrl-C (or SIGTERM) at any moment of either, the setup and the final sweeps included,
+        stops at the last accepted state; the result says it was interrupted.
         """
         schedule = default(options.schedule, "full")
         if schedule == "full":
@@ -226,17 +228,19 @@ class SGPC(InducingMixin, Model):
         raise ValueError(f"schedule must be 'full' or 'stochastic'; got {schedule!r}")
 
     def _fit_full(self, o: FitOptions) -> FitResult:
-        with threads_for(self.evaluation_work()):
+        with FitGuard(self) as guard, threads_for(self.evaluation_work()):
             return schedules.fit_full(self, default(o.maxiter, 20), default(o.tol, 1e-6),
                                       o.progress, o.callback, default(o.inner_maxiter, 50),
                                       default(o.max_sweeps, 200))
+        return guard.interrupted_result()
 
     def _fit_stochastic(self, o: FitOptions) -> FitResult:
-        with threads_for(self.evaluation_work()):
+        with FitGuard(self) as guard, threads_for(self.evaluation_work()):
             return schedules.fit_stochastic(
                 self, default(o.batch_size, 256), default(o.epochs, 50),
                 default(o.lr, DEFAULT_LR), default(o.sweeps_per_batch, 2), default(o.seed, 0),
                 o.progress, o.refresh_every)
+        return guard.interrupted_result()
 
     # -- persistence ----------------------------------------------------------------------
     def data_extras(self) -> dict[str, Tensor]:

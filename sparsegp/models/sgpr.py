@@ -42,7 +42,7 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
     registered inducing feature (`sparsegp.features`: inter-domain features such as
     `Multiscale` or `SumOfDeltas`); default min(N, 100) inducing points.
     `blocks` (with "fitc" or "pep"): a label per data point for block Power EP, which keeps
-    Kff − Qff within each block (MATH.md §2; "fitc" with blocks is PITC); `alpha` may then
+    Kff − Qff within each block (docs/math.md §2; "fitc" with blocks is PITC); `alpha` may then
     also be one power per block, in the order of the sorted labels. `sparsegp.cluster_blocks`
     makes labels from the inputs. Cost O(N·M² + Σ_b |b|³), evaluated in float64.
     Shapes: X [N, D], y [N], or y [N, P] for P independent outputs that share the kernel, the

@@ -1,5 +1,5 @@
 """Random Fourier features (RFF; Rahimi & Recht 2008) and the sparse spectrum GP (SSGP;
-Lázaro-Gredilla et al. 2010): Bayesian linear regression on R spectral pairs (MATH.md §6).
+Lázaro-Gredilla et al. 2010): Bayesian linear regression on R spectral pairs (docs/math.md §6).
 
 Both use φ(x) = √(σ²/R)[cos(ω_rᵀx), sin(ω_rᵀx)] (`kernels.spectral.feature_map`). RFF draws
 ε_r once from the kernel's spectral density at unit lengthscale (seeded) and uses ω_r = ε_r/ℓ,
@@ -21,6 +21,7 @@ from torch import Tensor
 
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import PARAMETER_DTYPE
+from ..diagnostics.convergence import material_nats
 from ..distributed import gathered_rows, global_sum, is_distributed
 from ..kernels.base import Kernel
 from ..kernels.spectral import feature_map, spectral_samples
@@ -29,7 +30,9 @@ from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
 from ..parameters import Parameterised
 from ..posteriors import FeaturePosterior
+from ..training.guard import guarded
 from ..validation import check_seed, seeded_generator
+from .fitting import FitOptions, TrainingPlan
 from .regression import GPModel
 
 #: Data sets up to this size get the exact GP's evidence in `diagnostics()` for comparison.
@@ -189,17 +192,26 @@ class RFF(GPModel):
     def _restore_posterior(self, saved: dict[str, Any]) -> FeaturePosterior:
         return FeaturePosterior.from_state(self.basis, self.kernel, saved, self.prior_mean())
 
+    def training_plan(self, options: FitOptions) -> TrainingPlan:
+        """L-BFGS-B on the evidence (kernel hyperparameters, noise; SSGP: the frequencies
+        too), then, unless `diagnose=False`, the checks of the fitted model (`_check_fit`):
+        see `Model.training_plan`. Ctrl-C (or SIGTERM) at any moment stops at the last
+        accepted iterate; in the checks, it skips them (the result says interrupted)."""
+        plan = super().training_plan(options)
+        return plan._replace(run=guarded(self, plan.run))
+
     def _check_fit(self, stacklevel: int) -> None:
-        """After `fit()` (L-BFGS-B on the evidence: kernel hyperparameters, noise; SSGP: the
-        frequencies too), unless `diagnose=False`: a warning if `diagnostics()` finds
+        """After `fit()`, unless `diagnose=False`: a warning if `diagnostics()` finds
         something."""
         rep = self.diagnostics()
         serious = [w for w in rep.warnings if not w.startswith(_NOT_A_BOUND[:20])]
         if serious:
             from ..diagnostics import ApproximationWarning
 
+            # `stacklevel` counts from a function called here (− 1), and the guard of
+            # `training_plan` runs the plan one frame below fit() (+ 1)
             warnings.warn(f"{type(self).__name__}: {'; '.join(serious)}",
-                          ApproximationWarning, stacklevel=stacklevel - 1)  # warn here
+                          ApproximationWarning, stacklevel=stacklevel)
 
     def diagnostics(self, **kwargs: Any) -> SpectralDiagnostics:  # type: ignore[override]
         """The evidence, the exact GP's at the same hyperparameters (RFF, N ≤ 2000), and
@@ -228,7 +240,7 @@ class RFF(GPModel):
         noise = noise_mean * float(self.y_scale) ** 2
         rep = SpectralDiagnostics(type(self).__name__, self.num_data, self.num_features,
                                   objective, exact, noise, [_NOT_A_BOUND])
-        if exact is not None and objective > exact + 1e-6 * (1 + abs(exact)):
+        if exact is not None and objective > exact + material_nats(self.num_data):
             rep.warnings.append(
                 f"the evidence {objective:.4g} exceeds the exact GP's {exact:.4g} at the same "
                 f"kernel by {objective - exact:.3g} nats: the random features fit this data "

@@ -16,6 +16,7 @@ from ..likelihoods import Gaussian
 from ..objectives.collapsed import collapsed_objective
 from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
+from ..training.guard import FitGuard
 from ..training.minibatch import fit_minibatch
 from .fitting import FitOptions, TrainingPlan, default
 
@@ -47,7 +48,8 @@ class SVGPTraining(_MixinBase):
         step an Adam step (`lr`, default 0.01) on the hyperparameters and, with `natgrad`
         (default True), a natural-gradient step of size `gamma` (default 0.1) on q(u) — or
         Adam on q(u) too without `natgrad`. Options of the way not taken give a warning that
-        names them. Ctrl-C stops at the last completed step."""
+        names them. Ctrl-C (or SIGTERM) at any moment of either plan, the setup and the
+        work after training included, stops at the last completed step."""
         m: Any = self  # the SVGP this mixin is part of
         why = m._why_minibatch(options.batch_size, options.data)
         if why is None:
@@ -62,40 +64,45 @@ class SVGPTraining(_MixinBase):
 
     def _fit_collapsed(self, options: FitOptions) -> FitResult:
         m: Any = self  # the SVGP this mixin is part of
-        start = time.perf_counter()
-        # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
-        q_free = m.q_mu.requires_grad and m.q_sqrt.requires_grad
-        with threads_for(m.evaluation_work()):
-            res = fit_lbfgsb(CollapsedBound(m) if q_free else m,
-                             maxiter=default(options.maxiter, 1000),
-                             progress=options.progress, callback=options.callback)
-        if q_free:
-            m.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
-            res.objective = m.log_marginal_likelihood() + float(m.log_prior().detach())
-        res.seconds = time.perf_counter() - start
-        if options.diagnose is not False and not res.interrupted and m.num_outputs == 1:
-            warn_if_unhealthy(self, stacklevel=4)  # the caller of fit()
-        return res
+        # Ctrl-C after L-BFGS-B (in the q(u) step): its hyperparameters, q(u) as it was
+        with FitGuard(m) as guard:
+            start = time.perf_counter()
+            # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
+            q_free = m.q_mu.requires_grad and m.q_sqrt.requires_grad
+            with threads_for(m.evaluation_work()):
+                res = fit_lbfgsb(CollapsedBound(m) if q_free else m,
+                                 maxiter=default(options.maxiter, 1000),
+                                 progress=options.progress, callback=options.callback)
+            if q_free:
+                m.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
+                res.objective = m.log_marginal_likelihood() + float(m.log_prior().detach())
+            res.seconds = time.perf_counter() - start
+            if options.diagnose is not False and not res.interrupted and m.num_outputs == 1:
+                warn_if_unhealthy(self, stacklevel=4)  # the caller of fit()
+            return res
+        return guard.interrupted_result()
 
     def _fit_minibatch(self, options: FitOptions) -> FitResult:
         m: Any = self  # the SVGP this mixin is part of
-        natgrad = default(options.natgrad, True) and not m.mean_field
-        B = float(min(m.num_data, options.batch_size or 256))
-        M = float(m.num_inducing)
-        cost = getattr(m.kernel, "evaluation_cost", 1)
-        # the minibatch bounds are of the internal targets: reported in the units of y
-        offset = m._objective_offset()
-        callback = options.callback
-        if offset and callable(callback):
-            callback = shifted_callback(callback, offset)
-        with threads_for((B * M * M * m.num_latent + M**3) * cost):
-            res = fit_minibatch(self, options.batch_size, options.epochs, options.lr, natgrad,
-                                options.gamma, options.data, options.progress, options.seed,
-                                callback)
-        if offset:
-            res.objective += offset
-            res.history = [h + offset for h in res.history]
-        return res
+        with FitGuard(m) as guard:
+            natgrad = default(options.natgrad, True) and not m.mean_field
+            B = float(min(m.num_data, options.batch_size or 256))
+            M = float(m.num_inducing)
+            cost = getattr(m.kernel, "evaluation_cost", 1)
+            # the minibatch bounds are of the internal targets: reported in the units of y
+            offset = m._objective_offset()
+            callback = options.callback
+            if offset and callable(callback):
+                callback = shifted_callback(callback, offset)
+            with threads_for((B * M * M * m.num_latent + M**3) * cost):
+                res = fit_minibatch(self, options.batch_size, options.epochs, options.lr,
+                                    natgrad, options.gamma, options.data, options.progress,
+                                    options.seed, callback)
+            if offset:
+                res.objective += offset
+                res.history = [h + offset for h in res.history]
+            return res
+        return guard.interrupted_result()
 
     def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
         """Why `fit` trains by minibatches (None: it fits the collapsed bound by L-BFGS-B)."""

@@ -1,4 +1,4 @@
-"""Block (PITC-like) Power EP: the collapsed family with per-block D_b and powers α_b (MATH.md §2).
+"""Block (PITC-like) Power EP: the collapsed family with per-block D_b and powers α_b (docs/math.md §2).
 
 With blocks b of the data (a label per point), D_b = Kff_bb − Qff_bb, the b-th diagonal block
 of Kff − Qff, and Λ_b = α_b D_b + σ²I replace d_n and λ_n:

@@ -1,6 +1,6 @@
 """The collapsed pseudo-point family for Gaussian likelihoods: DTC, FITC, VFE and Power EP.
 
-One function evaluates every member (Bui, Yan & Turner 2017; MATH.md §2):
+One function evaluates every member (Bui, Yan & Turner 2017; docs/math.md §2):
 
   F_α = −(N/2) log 2π − ½ log|Qff + Λ| − ½ yᵀ(Qff + Λ)⁻¹y − (1−α)/(2α) Σ_n log(1 + α d_n/σ²)
 
@@ -74,7 +74,7 @@ VFE = family("vfe")
 
 
 class Statistics(NamedTuple):
-    """Per-point sums of MATH.md §2 with a_n = L⁻¹k_n, β_n = 1/λ_n (additive over chunks)."""
+    """Per-point sums of docs/math.md §2 with a_n = L⁻¹k_n, β_n = 1/λ_n (additive over chunks)."""
 
     A: Tensor  # [M, M]  Σ β_n a_n a_nᵀ
     c: Tensor  # [M]     Σ β_n y_n a_n ([M, P] for P outputs sharing the statistics)
@@ -175,7 +175,7 @@ def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedP
 
 
 def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
-    """The sums of MATH.md §2 for the problem's family member (L = chol(Kuu)), streamed over
+    """The sums of docs/math.md §2 for the problem's family member (L = chol(Kuu)), streamed over
     chunks of the data and, when the data are sharded, over processes (see `streaming`)."""
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
     size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype, p.X.device)
@@ -234,7 +234,7 @@ def num_outputs(stats: Statistics) -> int:
 
 
 def family_terms(stats: Statistics, solved: Solved) -> tuple[Tensor, Tensor, Tensor]:
-    """F_α of MATH.md §2 in three terms (Bauer et al. 2016): data fit −½ yᵀΣ⁻¹y, complexity
+    """F_α of docs/math.md §2 in three terms (Bauer et al. 2016): data fit −½ yᵀΣ⁻¹y, complexity
     −½ (N log 2π + log|Σ|), and the member's penalty −½ s_pen (VFE's trace term Σ d_n/σ²_n,
     PEP's (1−α)/α Σ log(1 + α d_n/σ²_n), 0 for DTC: the statistics carry it). With P
     outputs sharing the statistics each term is the total over the outputs (the complexity
@@ -246,7 +246,7 @@ def family_terms(stats: Statistics, solved: Solved) -> tuple[Tensor, Tensor, Ten
 
 
 def family_objective(stats: Statistics, solved: Solved) -> Tensor:
-    """F_α of MATH.md §2 from the statistics: the sum of `family_terms`."""
+    """F_α of docs/math.md §2 from the statistics: the sum of `family_terms`."""
     data_fit, complexity, penalty = family_terms(stats, solved)
     return data_fit + complexity + penalty
 
@@ -258,7 +258,7 @@ def factor_and_statistics(p: CollapsedProblem) -> tuple[Tensor, float, Statistic
 
 
 def collapsed_objective(p: CollapsedProblem) -> Tensor:
-    """F_α of the problem's family member (MATH.md §2), summed over the outputs (y [N, P],
+    """F_α of the problem's family member (docs/math.md §2), summed over the outputs (y [N, P],
     NaN where an output is missing: see `output_parts`). Shape: []."""
     total = None
     for _, part, L in _factored_parts(p):
@@ -281,7 +281,7 @@ def _factored_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, Collaps
 
 
 def posterior_q(p: CollapsedProblem) -> tuple[Tensor, WhitenedGaussian, float]:
-    """The optimal q(u) of every member (MATH.md §2, 'Posterior over u'): L = chol(Kuu),
+    """The optimal q(u) of every member (docs/math.md §2, 'Posterior over u'): L = chol(Kuu),
     whitened q(v) = N(L_B⁻ᵀe, B⁻¹), and the relative jitter used. With P outputs the mean is
     [M, P]; B is shared ([M, M]) unless outputs are missing at different points ([P, M, M])."""
     L, used = cov.Kuu_cholesky(p.feature, p.kernel, p.jitter)
@@ -305,7 +305,7 @@ def q_from_statistics(stats: Statistics) -> WhitenedGaussian:
 
 
 def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
-    """Upper bound on log p(y) (Titsias 2014; MATH.md §3), t = Σ_n d_n ≥ λ_max(Kff − Qff):
+    """Upper bound on log p(y) (Titsias 2014; docs/math.md §3), t = Σ_n d_n ≥ λ_max(Kff − Qff):
 
     U = −(N/2) log 2π − ½ log|Qff + σ²I| − ½ yᵀ(Qff + (t + σ²)I)⁻¹y (any family member's
     problem: the bound uses the VFE statistics; with a per-point noise Λσ replaces σ²I,

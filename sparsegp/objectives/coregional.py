@@ -4,7 +4,7 @@ P outputs y_np = Σ_l W_pl g_l(x_n) + ε_np of L independent latent GPs g_l ~ GP
 inducing variables u_l = g_l(Z) each, ε ~ N(0, σ²). In whitened coordinates v = (I_L ⊗ L⁻¹)u
 the observation (n, p) sees v through φ_np = W_p ⊗ a_n (W_p the p-th row of W, a_n = L⁻¹k_n),
 so the VFE statistics of the LM inducing variables are Kronecker products of the single-output
-ones (MATH.md §2 with the vector vec(Y) as the data):
+ones (docs/math.md §2 with the vector vec(Y) as the data):
 
   A = σ⁻² Σ_n (W_Oᵀ W_O) ⊗ a_n a_nᵀ,  c = σ⁻² Σ_n (W_Oᵀ y_nO) ⊗ a_n,  Σ y²/σ²,
   trace term Σ_n ‖W_O‖²_F d_n/σ²,

@@ -1,7 +1,7 @@
-"""The collapsed family with a noise variance per data point, σ²_n (MATH.md §2 with
+"""The collapsed family with a noise variance per data point, σ²_n (docs/math.md §2 with
 Λ = diag(α d_n + σ²_n); known heteroscedastic noise, or one trainable noise per group).
 
-Every sum of MATH.md §2 keeps its form with σ² replaced by σ²_n: λ_n = α d_n + σ²_n for Power
+Every sum of docs/math.md §2 keeps its form with σ² replaced by σ²_n: λ_n = α d_n + σ²_n for Power
 EP (s_pen = (1−α)/α Σ log(1 + α d_n/σ²_n)), λ_n = σ²_n for VFE (s_pen = Σ d_n/σ²_n, Titsias'
 trace term) and DTC (no penalty). The noise is a column of the stream, so its gradient comes
 back per point (and from there to a per-group parameter through autograd's indexing).

@@ -1,5 +1,5 @@
 """Bayesian linear regression on a feature map: the evidence of random Fourier features and of
-the sparse spectrum GP (MATH.md §6; Rahimi & Recht 2008, Lázaro-Gredilla et al. 2010).
+the sparse spectrum GP (docs/math.md §6; Rahimi & Recht 2008, Lázaro-Gredilla et al. 2010).
 
 With features Φ [N, K] (rows φ(x_n)ᵀ), weights w ~ N(0, I) and y = Φw + ε, ε ~ N(0, σ²I):
 

@@ -1,4 +1,4 @@
-"""Power EP with non-Gaussian likelihoods: sites, updates and energy (MATH.md §5).
+"""Power EP with non-Gaussian likelihoods: sites, updates and energy (docs/math.md §5).
 
 The sites depend on u only through h_n = w_nᵀu, w_n = Kuu⁻¹k_n, and are Gaussian in natural
 form t_n(h) = exp(ν_n h − ½ τ_n h²). Their posterior is the regression posterior of the
@@ -84,7 +84,7 @@ def log_site_expectation(mu_c: Tensor, s_c: Tensor, tau: Tensor, nu: Tensor, alp
     """log E_{h ~ N(μ_c, s_c)} exp(α(ν h − ½ τ h²)), stable as τ → 0.
 
     With a = ατ, b = αν: −½ log(1 + a s_c) + (s_c b² + 2bμ_c − aμ_c²)/(2(1 + a s_c)), which
-    equals MATH.md §5's form ½ log(1/(ατ)) − ½ log(s_c + 1/(ατ)) − (μ_c − g)²/(2(s_c + 1/(ατ)))
+    equals docs/math.md §5's form ½ log(1/(ατ)) − ½ log(s_c + 1/(ατ)) − (μ_c − g)²/(2(s_c + 1/(ατ)))
     + ½ατg² (g = ν/τ) wherever τ > 0.
     """
     a, b = alpha * tau, alpha * nu
@@ -151,7 +151,7 @@ class SiteUpdate(NamedTuple):
 
 def update_sites(m: Marginals, tau: Tensor, nu: Tensor, y: Tensor, likelihood: Likelihood,
                  alpha: float, damping: float) -> SiteUpdate:
-    """One damped parallel Power-EP update of the given sites (MATH.md §5, steps 1–3)."""
+    """One damped parallel Power-EP update of the given sites (docs/math.md §5, steps 1–3)."""
     mu_c, s_c, ok = cavity(m, tau, nu, alpha)
     # derivatives of log Z with respect to the (shifted) cavity mean: the same for h and f
     _, d1, d2 = likelihood.tilted_moments(mu_c + m.offset, s_c + m.d, y, alpha)

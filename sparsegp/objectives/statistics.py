@@ -1,4 +1,4 @@
-"""The per-point sums of the collapsed family (MATH.md §2) as streams with hand-derived gradients.
+"""The per-point sums of the collapsed family (docs/math.md §2) as streams with hand-derived gradients.
 
 * `WhitenedStream` (VFE, DTC, upper bound): with a = L⁻¹Kuf, Q = Σ a aᵀ, r = Σ y a, Σ y²,
   Σ kdiag (targets y [N], or Y [N, P] for P outputs sharing a: r [M, P], Σ y² over all).

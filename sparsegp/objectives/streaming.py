@@ -1,6 +1,6 @@
 """Sums over chunks of the data with O(B·M + M²) memory, in the backward pass too.
 
-Every collapsed objective is a function of sums of per-point statistics (MATH.md §2). A
+Every collapsed objective is a function of sums of per-point statistics (docs/math.md §2). A
 `Stream` says how one chunk of rows adds to those sums and, given the gradient of the sums,
 how that chunk contributes to the gradients of the stream's inputs (the kernel's values, the
 inducing inputs, chol(Kuu), the noise). `streamed_sum` runs the forward loop without

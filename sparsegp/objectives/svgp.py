@@ -1,4 +1,4 @@
-"""The uncollapsed variational bound (SVGP; Hensman et al. 2013, 2015; MATH.md §4).
+"""The uncollapsed variational bound (SVGP; Hensman et al. 2013, 2015; docs/math.md §4).
 
 q(u) = N(m, S), S = L_S L_Sᵀ, for each of C latent functions sharing the kernel and the
 inducing variables. In whitened coordinates (u = L v) q(f_n) is the conditional of

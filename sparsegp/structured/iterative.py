@@ -8,6 +8,11 @@
 * `logdet_slq`: stochastic Lanczos quadrature with the preconditioner (Ubaru et al. 2017;
   Gardner et al. 2018): log|A| = log|P| + tr log(P⁻¹A), the trace estimated with probes
   z ~ N(0, P) as E[z̃ᵀ log(T) z̃] from each probe's CG run.
+Breakdown is judged relative to the matrix's scale, never by absolute thresholds: a pivot
+below `pivot_tolerance` times the largest diagonal entry is rounding noise (the residual
+diagonal carries errors of about rank·ε·max diag), and a CG direction whose curvature
+pᵀAp/‖p‖² is below `BREAKDOWN`·ε·‖A‖ (‖A‖ estimated from the products seen) finds A singular
+to working precision: that column stops there (`CGResult.breakdown`), finite.
 Shapes: A V [N, k] -> [N, k]; diag [N]; L [N, r].
 """
 
@@ -20,6 +25,11 @@ import torch
 from torch import Tensor
 
 MatMul = Callable[[Tensor], Tensor]
+#: Pivots of a float64 pivoted Cholesky below this fraction of the largest diagonal entry end it.
+PIVOT_FLOOR = 1e-12
+#: Breakdown, relative to the scale (ε: the unit roundoff): a CG direction with curvature
+#: pᵀAp ≤ BREAKDOWN·ε·‖A‖·‖p‖², a Lanczos step with β ≤ BREAKDOWN·ε·‖A‖ (`lanczos`).
+BREAKDOWN = 100.0
 
 
 class Preconditioner(NamedTuple):
@@ -45,20 +55,26 @@ class Preconditioner(NamedTuple):
 
 
 def pivoted_cholesky(kmatmul: MatMul, diag: Tensor, rank: int, noise: Tensor) -> Preconditioner:
-    """P = L Lᵀ + σ²I from a rank-`rank` pivoted Cholesky of K̃ (columns from `kmatmul`)."""
+    """P = L Lᵀ + σ²I from a pivoted Cholesky of K̃ (columns from `kmatmul`) of rank at most
+    `rank`: it stops early once the largest remaining pivot is below `pivot_tolerance`."""
     N = diag.shape[0]
     rank = min(rank, N)
+    if not bool(torch.isfinite(diag).all()):
+        raise ValueError("pivoted_cholesky: the kernel matrix's diagonal is not finite")
     d = diag.clone()
     L = diag.new_zeros(N, rank)
     perm_done = torch.zeros(N, dtype=torch.bool, device=diag.device)
+    floor = pivot_tolerance(diag.dtype, rank) * diag.max()
     used = 0
     for j in range(rank):
         i = int(torch.argmax(torch.where(perm_done, torch.full_like(d, -1.0), d)))
-        if d[i] <= 1e-12 * diag.max():
+        if d[i] <= floor:
             break
         e = diag.new_zeros(N, 1)
         e[i] = 1.0
         col = kmatmul(e)[:, 0] - L[:, :j] @ L[i, :j]
+        if not bool(torch.isfinite(col).all()):
+            raise ValueError(f"pivoted_cholesky: column {i} of the kernel matrix is not finite")
         L[:, j] = col / torch.sqrt(d[i])
         d = d - L[:, j] ** 2
         perm_done[i] = True
@@ -69,22 +85,31 @@ def pivoted_cholesky(kmatmul: MatMul, diag: Tensor, rank: int, noise: Tensor) ->
     return Preconditioner(L, noise, C)
 
 
+def pivot_tolerance(dtype: torch.dtype, rank: int) -> float:
+    """The relative pivot below which a pivoted Cholesky of rank ≤ `rank` stops: `PIVOT_FLOOR`,
+    or the rounding error of the residual diagonal (rank·ε) where that is larger (float32)."""
+    return max(PIVOT_FLOOR, rank * torch.finfo(dtype).eps)
+
+
 class CGResult(NamedTuple):
     """Solutions X = A⁻¹B [N, k], the Lanczos tridiagonals [k, J, J] (valid up to `steps`
-    per column), the iterations run, and the largest final relative residual."""
+    per column), the iterations run, the largest final relative residual, and which columns
+    stopped at a breakdown [k] (A singular to working precision along a search direction)."""
 
     X: Tensor
     T: Tensor
     steps: Tensor
     iterations: int
     residual: float
+    breakdown: Tensor
 
 
 def pcg(matmul: MatMul, B: Tensor, precond: Preconditioner | None, tol: float = 1e-6,
         max_iterations: int = 1000) -> CGResult:
     """Preconditioned CG on A X = B, all columns at once; each column stops when its
-    residual ‖r‖ ≤ tol ‖b‖ (its coefficients are frozen from then on)."""
+    residual ‖r‖ ≤ tol ‖b‖, or at a breakdown (its coefficients are frozen from then on)."""
     solve = precond.solve if precond is not None else (lambda R: R)
+    eps = torch.finfo(B.dtype).eps
     X = torch.zeros_like(B)
     R = B.clone()
     Z = solve(R)
@@ -92,11 +117,22 @@ def pcg(matmul: MatMul, B: Tensor, precond: Preconditioner | None, tol: float = 
     rz = (R * Z).sum(0)
     norms = B.norm(dim=0).clamp_min(1e-300)
     active = R.norm(dim=0) > tol * norms
+    broken = torch.zeros_like(active)
+    scale = torch.zeros_like(rz)  # per column, the largest ‖A p‖/‖p‖ so far: ≤ ‖A‖
     alphas, betas, steps = [], [], torch.zeros(B.shape[1], dtype=torch.long, device=B.device)
     it = 0
     while bool(active.any()) and it < max_iterations:
         AP = matmul(P)
-        alpha = torch.where(active, rz / (P * AP).sum(0), torch.zeros_like(rz))
+        p2 = (P * P).sum(0)
+        scale = torch.maximum(scale, torch.nan_to_num(
+            AP.norm(dim=0) / p2.sqrt().clamp_min(1e-300), nan=0.0, posinf=0.0))
+        curvature = (P * AP).sum(0)
+        curved = curvature > BREAKDOWN * eps * scale * p2  # False for NaN
+        broken = broken | (active & ~curved)
+        active = active & curved
+        if not bool(active.any()):
+            break
+        alpha = torch.where(active, rz / curvature, torch.zeros_like(rz))
         X = X + alpha * P
         R = R - alpha * AP
         Z = solve(R)
@@ -107,10 +143,13 @@ def pcg(matmul: MatMul, B: Tensor, precond: Preconditioner | None, tol: float = 
         alphas.append(alpha)
         betas.append(beta)
         steps = steps + active.long()
-        active = active & (R.norm(dim=0) > tol * norms)
+        unsolved = active & (R.norm(dim=0) > tol * norms)
+        definite = torch.isfinite(rz) & (rz > 0)  # rᵀP⁻¹r > 0 for r ≠ 0: P⁻¹ is definite
+        broken = broken | (unsolved & ~definite)
+        active = unsolved & definite
         it += 1
     return CGResult(X, _tridiagonals(alphas, betas, steps), steps, it,
-                    float((R.norm(dim=0) / norms).max()))
+                    float((R.norm(dim=0) / norms).max()), broken)
 
 
 def _tridiagonals(alphas: list[Tensor], betas: list[Tensor], steps: Tensor) -> Tensor:
@@ -144,33 +183,3 @@ def logdet_slq(T: Tensor, steps: Tensor, probe_norms2: Tensor) -> Tensor:
         lam, Q = torch.linalg.eigh(T[i, :n, :n])
         total = total + probe_norms2[i] * (Q[0] ** 2 * torch.log(lam)).sum()
     return total / T.shape[0]
-
-
-def lanczos(matmul, b: Tensor, steps: int) -> tuple[Tensor, Tensor]:
-    """Q [N, k] (orthonormal, fully re-orthogonalised) and T [k, k] of k Lanczos steps on A
-    from b: A ≈ Q T Qᵀ on the Krylov space (exact when k = N)."""
-    N = b.shape[0]
-    k = min(steps, N)
-    Q = b.new_zeros(N, k)
-    alphas, betas = [], []
-    q = b / b.norm()
-    beta, q_prev = b.new_zeros(()), torch.zeros_like(b)
-    for j in range(k):
-        Q[:, j] = q
-        w = matmul(q[:, None])[:, 0] - beta * q_prev
-        a = q @ w
-        w = w - a * q
-        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].mT @ w)  # full re-orthogonalisation
-        alphas.append(a)
-        beta = w.norm()
-        if j + 1 < k:
-            if beta <= 1e-12 * abs(float(a)):
-                Q, k = Q[:, : j + 1], j + 1
-                break
-            betas.append(beta)
-            q_prev, q = q, w / beta
-    T = torch.diag(torch.stack(alphas[:k]))
-    if k > 1:
-        off = torch.stack(betas[: k - 1])
-        T = T + torch.diag(off, 1) + torch.diag(off, -1)
-    return Q, T

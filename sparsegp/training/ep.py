@@ -1,4 +1,4 @@
-"""Power-EP schedules for sparse GP classification (Bui, Yan & Turner 2017; MATH.md §5).
+"""Power-EP schedules for sparse GP classification (Bui, Yan & Turner 2017; docs/math.md §5).
 
 Damped parallel site sweeps (`site_sweeps`), and the two ways of alternating them with the
 hyperparameters: the full schedule (sweeps to convergence, then L-BFGS-B on the energy with
@@ -23,6 +23,7 @@ from ..chunking import chunk_slices
 from ..linalg import CholeskyError
 from ..objectives import pep_classification as pep
 from ..validation import positive_float, positive_int, seeded_generator
+from .guard import accepted
 from .lbfgs import fit_lbfgsb
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
@@ -70,25 +71,25 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
              callback: Callable[[int, float], None] | None, inner_maxiter: int,
              max_sweeps: int) -> FitResult:
     """Up to `maxiter` rounds of (sweeps to convergence, then L-BFGS-B for `inner_maxiter`
-    iterations with the sites fixed) until the energy changes by less than tol·(1 + |F|)."""
-    maxiter, inner_maxiter = positive_int(maxiter, "maxiter"), positive_int(inner_maxiter,
-                                                                             "inner_maxiter")
-    max_sweeps, tol = positive_int(max_sweeps, "max_sweeps"), positive_float(tol, "tol")
+    iterations with the sites fixed) until the energy changes by less than tol·(1 + |F|).
+    Ctrl-C at any moment leaves the last completed round (sweeps interrupted half-way are
+    undone; the starting sites and hyperparameters before the first round)."""
     start = time.perf_counter()
+    name = f"{type(model).__name__}.fit"
     counts = {"sweeps": 0, "skipped_updates": 0, "lbfgs_iterations": 0,
               "undefined_energy_stops": 0}
     history: list[float] = []
-    success, message, interrupted = False, f"stopped after {maxiter} rounds", False
-    rounds = 0
-    bar = progress_bar(progress, maxiter, f"fit {type(model).__name__}")
-    try:
+    success, message, interrupted, rounds = False, "", False, 0
+    where, bar = "before the first round", None
+    try:  # from the first instant: Ctrl-C in the setup leaves the starting values
+        maxiter = positive_int(maxiter, "maxiter")
+        inner_maxiter = positive_int(inner_maxiter, "inner_maxiter")
+        max_sweeps, tol = positive_int(max_sweeps, "max_sweeps"), positive_float(tol, "tol")
+        message = f"stopped after {maxiter} rounds"
+        bar = progress_bar(progress, maxiter, f"fit {type(model).__name__}")
         for rounds in range(1, maxiter + 1):
-            snapshot = Snapshot(model)
-            try:
-                _add(counts, site_sweeps(model, max_sweeps))
-            except (KeyboardInterrupt, CholeskyError):
-                snapshot.restore()
-                raise
+            where = f"in round {rounds}"
+            _sweeps(model, counts, max_sweeps=max_sweeps)
             with warnings.catch_warnings():
                 # With the sites fixed, a large hyperparameter step can leave some cavity
                 # without positive precision (energy undefined): L-BFGS then stops at the last
@@ -99,8 +100,9 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
             counts["undefined_energy_stops"] += int(bool(res.info.get("non_finite")))
             history.append(res.objective)
             bar.update(1)
-            if res.interrupted:  # L-BFGS-B said so already and kept its last accepted point
-                interrupted, message = True, f"{INTERRUPTED} in round {rounds}"
+            if res.interrupted:  # L-BFGS-B kept its last accepted point; its warning was
+                interrupted, message = True, f"{INTERRUPTED} {where}"  # silenced above
+                warn_interrupted(name, where, stacklevel=4)
                 break
             if callback is not None:
                 callback(rounds, res.objective)
@@ -108,17 +110,49 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
                 success, message = True, "energy converged"
                 break
         if not interrupted:
-            _add(counts, site_sweeps(model, max_sweeps))  # sites at the final hyperparameters
+            where = "in the final site sweeps"
+            _sweeps(model, counts, max_sweeps=max_sweeps)  # sites at the final hyperparameters
     except KeyboardInterrupt:
-        interrupted, message = True, f"{INTERRUPTED} in round {rounds}"
-        warn_interrupted(f"{type(model).__name__}.fit", f"in round {rounds}", stacklevel=4)
+        success, interrupted, message = False, True, f"{INTERRUPTED} {where}"
+        warn_interrupted(name, where, stacklevel=4)
     except CholeskyError as err:
-        success, message = False, warn_stopped(f"{type(model).__name__}.fit", err, stacklevel=4)
+        success, message = False, warn_stopped(name, err, stacklevel=4)
     finally:
-        bar.close()
-    return FitResult(success, message, rounds, counts["lbfgs_iterations"],
-                     model.log_marginal_likelihood(), history, time.perf_counter() - start,
-                     counts, interrupted)
+        if bar is not None:
+            bar.close()
+    energy = _final_energy(model)
+    if energy is None:
+        success, interrupted, message = _energy_interrupted(name, interrupted, message)
+    return accepted(FitResult(success, message, rounds, counts["lbfgs_iterations"],
+                              math.nan if energy is None else energy, history,
+                              time.perf_counter() - start, counts, interrupted))
+
+
+def _sweeps(model: Any, counts: dict[str, int], **options: Any) -> None:
+    """`site_sweeps`, counted in `counts`; Ctrl-C or a failed factorisation half-way puts the
+    sites (and everything else) back as they were."""
+    snapshot = Snapshot(model)
+    try:
+        _add(counts, site_sweeps(model, **options))
+    except (KeyboardInterrupt, CholeskyError):
+        snapshot.restore()
+        raise
+
+
+def _final_energy(model: Any) -> float | None:
+    """The energy of the state a fit leaves; None when Ctrl-C cut its computation short."""
+    try:
+        return model.log_marginal_likelihood()
+    except KeyboardInterrupt:
+        return None
+
+
+def _energy_interrupted(name: str, interrupted: bool, message: str) -> tuple[bool, bool, str]:
+    """(success, interrupted, message) of a fit whose final energy Ctrl-C cut short."""
+    if not interrupted:
+        warn_interrupted(name, "while computing the final energy", stacklevel=5)
+        message = f"{INTERRUPTED} while computing the final energy ({message})"
+    return False, True, message
 
 
 #: Steps between refreshes of the running sums at most (see `refresh_steps`).
@@ -144,22 +178,26 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     independent batch's share of the sums' gradient, scaled by N/|batch|). q(u)'s sums are
     kept running (`RunningSiteSums`, refreshed every `refresh_every` steps and at each
     epoch's start; default `refresh_steps`), so that a step costs O(B·M² + M³) and the
-    refreshes a pass over the data every few steps, not several passes per step."""
+    refreshes a pass over the data every few steps, not several passes per step. Ctrl-C at
+    any moment leaves the last completed step (a step interrupted half-way is undone; the
+    starting sites and hyperparameters before the first)."""
     start = time.perf_counter()
-    params = [p for p in model.parameters() if p.requires_grad]
-    lr = positive_float(lr, "lr")
-    opt = torch.optim.Adam(params, lr=lr) if params else None  # all frozen: sites only
-    g = seeded_generator(seed)
-    epochs = positive_int(epochs, "epochs")
-    N, B = model.num_data, min(positive_int(batch_size, "batch_size"), model.num_data)
-    every = refresh_steps(N, B) if refresh_every is None else refresh_every
-    if isinstance(every, bool) or not (isinstance(every, int) and every >= 1):
-        raise ValueError(f"refresh_every must be a positive integer; got {refresh_every!r}")
+    name = f"{type(model).__name__}.fit"
     counts = {"sweeps": 0, "skipped_updates": 0, "steps": 0}
     history: list[float] = []
-    interrupted, stopped, message, done = False, False, f"{epochs} epochs", 0
-    bar = progress_bar(progress, epochs, f"fit {type(model).__name__}")
-    try:
+    interrupted, stopped, message, done, bar = False, False, "", 0, None
+    try:  # from the first instant: Ctrl-C in the setup leaves the starting values
+        params = [p for p in model.parameters() if p.requires_grad]
+        lr = positive_float(lr, "lr")
+        opt = torch.optim.Adam(params, lr=lr) if params else None  # all frozen: sites only
+        g = seeded_generator(seed)
+        epochs = positive_int(epochs, "epochs")
+        N, B = model.num_data, min(positive_int(batch_size, "batch_size"), model.num_data)
+        every = refresh_steps(N, B) if refresh_every is None else refresh_every
+        if isinstance(every, bool) or not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"refresh_every must be a positive integer; got {refresh_every!r}")
+        message = f"{epochs} epochs"
+        bar = progress_bar(progress, epochs, f"fit {type(model).__name__}")
         for _ in range(epochs):
             order = torch.randperm(N, generator=g).to(model.device)
             other = torch.randperm(N, generator=g).to(model.device)  # the sums' batches
@@ -183,14 +221,19 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
             history.append(model.log_marginal_likelihood())
             done += 1
             bar.update(1)
-        _add(counts, site_sweeps(model))
+        _sweeps(model, counts)  # all the sites at the final hyperparameters
     except KeyboardInterrupt:
         interrupted, message = True, f"{INTERRUPTED} in epoch {done}"
-        warn_interrupted(f"{type(model).__name__}.fit", f"in epoch {done}", stacklevel=4)
+        warn_interrupted(name, f"in epoch {done}", stacklevel=4)
     except CholeskyError as err:
-        stopped, message = True, warn_stopped(f"{type(model).__name__}.fit", err, stacklevel=4)
+        stopped, message = True, warn_stopped(name, err, stacklevel=4)
     finally:
-        bar.close()
-    return FitResult(not (interrupted or stopped), message, done,
-                     counts["steps"], model.log_marginal_likelihood(), history,
-                     time.perf_counter() - start, counts, interrupted, fixed_budget=True)
+        if bar is not None:
+            bar.close()
+    energy = _final_energy(model)
+    if energy is None:
+        _, interrupted, message = _energy_interrupted(name, interrupted, message)
+    return accepted(FitResult(not (interrupted or stopped), message, done, counts["steps"],
+                              math.nan if energy is None else energy, history,
+                              time.perf_counter() - start, counts, interrupted,
+                              fixed_budget=True))

@@ -3,9 +3,10 @@
 The objective and its gradient come from `model.training_loss()` through torch autograd;
 the optimiser's vector is float64 whatever the model's dtype. Frozen parameters
 (`requires_grad=False`) are left out. If the objective or its gradient stops being finite,
-or the user presses Ctrl-C, training stops, the model is put back at the last accepted
-iterate, and the result says so. In lock-step (data sharded over torch.distributed ranks)
-an interrupt on any rank stops every rank at the end of the same iteration (`interrupts`).
+or the user presses Ctrl-C (at any moment, the setup included), training stops, the model is
+put back at the last accepted iterate (the starting values before the first), and the result
+says so. In lock-step (data sharded over torch.distributed ranks) an interrupt on any rank
+stops every rank at the end of the same iteration (`interrupts`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torch import Tensor, nn
 from ..distributed import broadcast_
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int
+from .guard import accepted
 from .interrupts import agreed_interrupts
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, model_name, warn_interrupted
@@ -79,25 +81,95 @@ def fit_lbfgsb(
     (data sharded over torch.distributed ranks) every evaluation's value and gradient are
     rank 0's, so that all ranks' optimisers take identical steps.
     """
-    maxiter = positive_int(maxiter, "maxiter")
-    tol = None if tol is None else positive_float(tol, "tol")
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable as callback(iteration, objective); got "
-                        f"{type(callback).__name__}")
     name = model_name(model)
     start = time.perf_counter()
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        obj = -float(model.training_loss().detach())
-        return FitResult(True, "no trainable parameters (all frozen)", 0, 1, obj, [obj])
-    flat = _Flat(params)
-    x0 = flat.get()
-    device = params[0].device
+    history: list[float] = []
+    # the last accepted iterate and its objective (NaN until the first evaluation returns)
+    best: dict[str, Any] = {"x": None, "f": float("nan")}
+    flat: _Flat | None = None
+    bar: Any = None
     evaluations = 0
+    info: dict = {}
+    success, interrupted, message = False, False, ""
+    try:  # from the first instant: Ctrl-C in the setup leaves the starting values
+        maxiter = positive_int(maxiter, "maxiter")
+        tol = None if tol is None else positive_float(tol, "tol")
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable as callback(iteration, objective); "
+                            f"got {type(callback).__name__}")
+        params = [p for p in model.parameters() if p.requires_grad]
+        if not params:
+            obj = -float(model.training_loss().detach())
+            return accepted(FitResult(True, "no trainable parameters (all frozen)", 0, 1, obj,
+                                      [obj]))
+        flat = _Flat(params)
+        x0 = flat.get()
+        best["x"] = x0.copy()
+        device = params[0].device
+        fun = _objective(model, params, flat, lockstep, device)
+
+        def counted(x: np.ndarray) -> tuple[float, np.ndarray]:
+            nonlocal evaluations
+            evaluations += 1
+            return fun(x)
+
+        bar = progress_bar(progress, maxiter, f"fit {name}")
+
+        def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:
+            best["x"], best["f"] = intermediate_result.x.copy(), float(intermediate_result.fun)
+            history.append(-best["f"])
+            bar.update(1)
+            bar.set_postfix(objective=f"{history[-1]:.6g}")
+            interrupts.call(callback, len(history) - 1, history[-1])
+
+        options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
+        with agreed_interrupts(lockstep, device) as interrupts:
+            try:
+                f0, _ = counted(x0)
+            except _NonFinite as err:
+                flat.set(x0)
+                raise RuntimeError(
+                    f"cannot fit {name}: at the starting parameters {err}"
+                ) from None
+            history.append(-f0)
+            best["f"] = f0
+            # numpy/scipy's own BLAS threads spin against torch's: the optimiser's vector
+            # work is tiny, so give it one thread (measured: 4× faster fits on small problems).
+            with threadpool_limits(1, user_api="blas"):
+                res = scipy.optimize.minimize(counted, x0, jac=True, method="L-BFGS-B", tol=tol,
+                                              options=options, callback=on_iteration)
+        flat.set(res.x)
+        success, message, nit = bool(res.success), str(res.message), int(res.nit)
+        objective = -float(res.fun)
+    except (_NonFinite, KeyboardInterrupt) as err:
+        if flat is not None and best["x"] is not None:
+            flat.set(best["x"])
+        nit, objective = max(len(history) - 1, 0), -best["f"]
+        success = False
+        if isinstance(err, KeyboardInterrupt):
+            interrupted = True
+            message = f"{INTERRUPTED} at iteration {nit}"
+            warn_interrupted(f"{name}.fit", f"at iteration {nit}", stacklevel=3)
+        else:
+            summary = model.summary() if hasattr(model, "summary") else ""
+            message = (f"stopped at iteration {nit}: {err}. The model holds the last accepted "
+                       f"(finite) parameter values:\n{summary}")
+            info["non_finite"] = True
+            warnings.warn(f"{name}.fit {message}", RuntimeWarning, stacklevel=3)
+    finally:
+        if bar is not None:
+            bar.close()
+    return accepted(FitResult(success, message, nit, evaluations, objective, history,
+                              time.perf_counter() - start, info, interrupted))
+
+
+def _objective(model: Trainable, params: list[nn.Parameter], flat: _Flat, lockstep: bool,
+               device: torch.device) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """x ↦ (training loss, its gradient) at the raw parameters x (set on the model); with
+    `lockstep` rank 0's on every rank. A failed Cholesky factorisation or a non-finite value
+    raises `_NonFinite`."""
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        nonlocal evaluations
-        evaluations += 1
         flat.set(x)
         try:
             loss = model.training_loss()
@@ -116,55 +188,4 @@ def fit_lbfgsb(
             raise _NonFinite("the gradient became non-finite")
         return f, g
 
-    history: list[float] = []
-    # the objective at x is unknown (NaN) until the first evaluation returns
-    best: dict[str, Any] = {"x": x0.copy(), "f": float("nan")}
-    bar = progress_bar(progress, maxiter, f"fit {name}")
-
-    def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:
-        best["x"], best["f"] = intermediate_result.x.copy(), float(intermediate_result.fun)
-        history.append(-best["f"])
-        bar.update(1)
-        bar.set_postfix(objective=f"{history[-1]:.6g}")
-        interrupts.call(callback, len(history) - 1, history[-1])
-
-    options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
-    info: dict = {}
-    interrupted = False
-    try:
-        with agreed_interrupts(lockstep, device) as interrupts:
-            try:
-                f0, _ = fun(x0)
-            except _NonFinite as err:
-                flat.set(x0)
-                raise RuntimeError(
-                    f"cannot fit {name}: at the starting parameters {err}"
-                ) from None
-            history.append(-f0)
-            best["f"] = f0
-            # numpy/scipy's own BLAS threads spin against torch's: the optimiser's vector
-            # work is tiny, so give it one thread (measured: 4× faster fits on small problems).
-            with threadpool_limits(1, user_api="blas"):
-                res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", tol=tol,
-                                              options=options, callback=on_iteration)
-        flat.set(res.x)
-        success, message, nit = bool(res.success), str(res.message), int(res.nit)
-        objective = -float(res.fun)
-    except (_NonFinite, KeyboardInterrupt) as err:
-        flat.set(best["x"])
-        nit, objective = max(len(history) - 1, 0), -best["f"]
-        success = False
-        if isinstance(err, KeyboardInterrupt):
-            interrupted = True
-            message = f"{INTERRUPTED} at iteration {nit}"
-            warn_interrupted(f"{name}.fit", f"at iteration {nit}", stacklevel=3)
-        else:
-            summary = model.summary() if hasattr(model, "summary") else ""
-            message = (f"stopped at iteration {nit}: {err}. The model holds the last accepted "
-                       f"(finite) parameter values:\n{summary}")
-            info["non_finite"] = True
-            warnings.warn(f"{name}.fit {message}", RuntimeWarning, stacklevel=3)
-    finally:
-        bar.close()
-    return FitResult(success, message, nit, evaluations, objective, history,
-                     time.perf_counter() - start, info, interrupted)
+    return fun

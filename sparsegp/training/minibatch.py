@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from ..distributed import all_reduce_, is_distributed
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int, seeded_generator
+from .guard import accepted
 from .interrupts import agreed_interrupts
 from .natural_gradients import averaged_over_ranks, expectation_parameters, natural_update
 from .options import DEFAULT_LR
@@ -74,30 +75,35 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     steps), drawn with `seed` (default 0); Adam steps (`lr`, default `DEFAULT_LR`), and
     natural-gradient steps of size `gamma` (default 0.1) on q(u) when `natgrad`."""
     start = time.perf_counter()
-    N = model.num_data
-    B = min(N, 256) if batch_size is None else positive_int(batch_size, "batch_size")
-    epochs = max(1, math.ceil(2000 * B / N)) if epochs is None else positive_int(epochs, "epochs")
-    gamma = 0.1 if gamma is None else positive_float(gamma, "gamma")
-    lr = DEFAULT_LR if lr is None else positive_float(lr, "lr")
-    seed = 0 if seed is None else seed
-    loader, sampler = _loader(model, B, data, seed)
-    # natural-gradient steps move all of q(u): with q_mu or q_sqrt frozen, Adam moves the rest
-    natgrad = natgrad and model.q_mu.requires_grad and model.q_sqrt.requires_grad
-    q = {id(model.q_mu), id(model.q_sqrt)}
-    hyper = [p for p in model.parameters() if p.requires_grad and (not natgrad or id(p) not in q)]
-    if not (hyper or natgrad):
-        return _frozen(model, loader, data, start)
-    opt = torch.optim.Adam(hyper, lr=lr) if hyper else None
-    # DDP all-reduces the gradients of Adam-only steps; the natural-gradient step averages its own
-    module: nn.Module = (nn.parallel.DistributedDataParallel(model)
-                         if is_distributed() and not natgrad else model)
     history: list[float] = []
     steps, epoch = 0, 0
     success, message, interrupted = True, "", False
     name = model_name(model)
-    bar = progress_bar(progress, epochs, f"fit {name}")
-    device = next(model.parameters()).device
-    try:
+    bar: Any = None
+    try:  # from the first instant: Ctrl-C in the setup leaves the starting values
+        N = model.num_data
+        B = min(N, 256) if batch_size is None else positive_int(batch_size, "batch_size")
+        epochs = (max(1, math.ceil(2000 * B / N)) if epochs is None
+                  else positive_int(epochs, "epochs"))
+        gamma = 0.1 if gamma is None else positive_float(gamma, "gamma")
+        lr = DEFAULT_LR if lr is None else positive_float(lr, "lr")
+        seed = 0 if seed is None else seed
+        loader, sampler = _loader(model, B, data, seed)
+        # natural-gradient steps move all of q(u): with q_mu or q_sqrt frozen, Adam moves the
+        # rest
+        natgrad = natgrad and model.q_mu.requires_grad and model.q_sqrt.requires_grad
+        q = {id(model.q_mu), id(model.q_sqrt)}
+        hyper = [p for p in model.parameters()
+                 if p.requires_grad and (not natgrad or id(p) not in q)]
+        if not (hyper or natgrad):
+            return accepted(_frozen(model, loader, data, start))
+        opt = torch.optim.Adam(hyper, lr=lr) if hyper else None
+        # DDP all-reduces the gradients of Adam-only steps; the natural-gradient step averages
+        # its own
+        module: nn.Module = (nn.parallel.DistributedDataParallel(model)
+                             if is_distributed() and not natgrad else model)
+        bar = progress_bar(progress, epochs, f"fit {name}")
+        device = next(model.parameters()).device
         with agreed_interrupts(is_distributed(), device) as interrupts:
             for epoch in range(epochs):
                 if sampler is not None:
@@ -139,10 +145,12 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
         success = False
         message = warn_stopped(f"{name}.fit", err, stacklevel=4)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     objective = history[-1] if history else float("nan")
-    return FitResult(success, message, len(history), steps, objective, history,
-                     time.perf_counter() - start, interrupted=interrupted, fixed_budget=True)
+    return accepted(FitResult(success, message, len(history), steps, objective, history,
+                              time.perf_counter() - start, interrupted=interrupted,
+                              fixed_budget=True))
 
 
 def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],

@@ -1,7 +1,7 @@
 """Running sums of the Power-EP sites for the stochastic schedule (Bui et al. 2017, §3.9).
 
 q(u) is the posterior of all N sites: A = Σ τ_n a_n a_nᵀ, c = Σ ν_n a_n with a_n = L⁻¹k_n
-(MATH.md §5). Recomputing them for every minibatch step costs a pass over all the data, so
+(docs/math.md §5). Recomputing them for every minibatch step costs a pass over all the data, so
 that an epoch of N/B steps would cost N/B passes. `RunningSiteSums` keeps them instead:
 computed by a refresh at the hyperparameters θ₀ of that moment (one pass), and updated
 exactly for the rows whose sites a sweep changes (O(B·M²)). Between refreshes the

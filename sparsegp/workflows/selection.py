@@ -1,7 +1,7 @@
 """Grow M greedily until the VFE lower bound and the Titsias upper bound meet.
 
 Each step adds the candidate input with the largest gain of the VFE objective, computed for
-all candidates at once by the rank-one update of MATH.md §3 (`inducing_gain`) without
+all candidates at once by the rank-one update of docs/math.md §3 (`inducing_gain`) without
 refitting; that the bound can only improve is what makes greedy growth safe (Titsias 2009;
 Bauer, van der Wilk & Rasmussen 2016). The stopping rule uses the certificate
 F_VFE ≤ log p(y) ≤ U (Titsias 2014): stop once U − F_VFE < tol·N, `tol` nats per data point

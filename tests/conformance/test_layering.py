@@ -40,7 +40,7 @@ import sparsegp
 #: (a subpackage or a top-level module), "__init__" the package itself.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"config", "version", "registry", "allocator", "autograd", "checkpointing",
-                     "distributed", "datasets", "tabular", "threads", "quadrature"}),
+                     "distributed", "datasets", "files", "tabular", "threads", "quadrature"}),
     ("utilities", {"validation", "linalg", "parameters", "chunking"}),
     ("parts", {"kernels", "features", "likelihoods", "means"}),
     ("pairings", {"covariances", "structured", "conditionals", "partition"}),

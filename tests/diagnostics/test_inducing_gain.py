@@ -1,4 +1,4 @@
-"""Adding one inducing input (MATH.md §3): rank-one ΔF against recomputation, and its theory."""
+"""Adding one inducing input (docs/math.md §3): rank-one ΔF against recomputation, and its theory."""
 
 from __future__ import annotations
 

@@ -113,7 +113,12 @@ def test_flags_inducing_inputs_far_from_data():
                 noise_variance=0.08)
     rep = diagnose(m)
     assert rep.far_inducing == [10]
-    assert any("farther than 3 lengthscales" in w for w in rep.warnings)
+    # VFE loses nothing by an idle inducing variable: reported, not warned about, while the
+    # approximation is close to the exact GP (log p(y) 4.1 nats above the bound here)
+    assert rep.exact - rep.lower_bound < 0.1 * rep.num_data and rep.warnings == []
+    fitc = sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=0.6),
+                   inducing_points=Z, noise_variance=0.08, approximation="fitc")
+    assert any("farther than 3 lengthscales" in w for w in diagnose(fitc).warnings)
     assert diagnose(m, far_lengthscales=20.0).far_inducing == []
 
 
@@ -153,6 +158,8 @@ def test_rejects_bad_thresholds():
     m = sg.SGPR(X, y, inducing_points=3)
     with pytest.raises(ValueError, match="merge_fraction"):
         diagnose(m, merge_fraction=0.0)
+    with pytest.raises(ValueError, match="overestimate_nats"):
+        diagnose(m, overestimate_nats=-1.0)
 
 
 def test_fit_warns_only_when_asked_to_diagnose():

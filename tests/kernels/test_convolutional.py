@@ -1,4 +1,4 @@
-"""Convolutional kernels and inducing patches (MATH.md §9), against direct loops over patches.
+"""Convolutional kernels and inducing patches (docs/math.md §9), against direct loops over patches.
 
 The references cut patches by indexing x.reshape(H, W, C)[i:i+h, j:j+w, c] in Python loops
 and sum base-kernel values pair by pair: nothing shared with the unfold/GEMM implementation

@@ -4,7 +4,6 @@ would run can be asked for without training."""
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 import numpy as np
@@ -82,29 +81,3 @@ def test_options_of_the_plan_not_taken_are_named_in_one_warning():
     with pytest.warns(UserWarning, match='batch_size applies only to schedule="stochastic"'):
         sg.SGPC(X, y > 0, inducing_points=5).fit(maxiter=1, batch_size=8, progress=False)
 
-
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to oneself: POSIX signals")
-@pytest.mark.parametrize("build, fit", [
-    (lambda X, y: sg.SGPR(X, y, inducing_points=5), {}),
-    (lambda X, y: sg.SVGP(X, y, inducing_points=5), {"batch_size": 10, "epochs": 50}),
-    (lambda X, y: sg.KISSGP(X, y, grid_size=20), {"maxiter": 50}),
-])
-def test_sigterm_stops_a_fit_as_ctrl_c_does_and_the_model_is_kept(build, fit):
-    import os
-    import signal
-
-    X, y = make_problem(7, N=30)
-    model = build(X, y)
-    before = signal.getsignal(signal.SIGTERM)
-
-    def terminate(i, objective):
-        if i == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = model.fit(callback=terminate, progress=False, **fit)
-    assert result.interrupted and result.iterations >= 2
-    assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
-    mean, var = model.predict(X[:3])
-    assert np.all(np.isfinite(mean)) and np.all(var > 0)

@@ -1,5 +1,5 @@
 """A noise variance per data point (known) or per group of points (trained), in GPR and in
-every member of the collapsed family, against dense evaluations written from MATH.md §2–3 with
+every member of the collapsed family, against dense evaluations written from docs/math.md §2–3 with
 Λ = diag(α d_n + σ²_n) (PEP), S = diag σ²_n (VFE, DTC):
 
   F_α   = log N(y; 0, Qff + Λ) − (1−α)/(2α) Σ_n log(1 + α d_n/σ²_n)

@@ -29,7 +29,7 @@ def test_gaussian_likelihood_converges_to_the_collapsed_power_ep_solution(alpha)
     reg = sg.SGPR(X, y, kernel=kernel(), inducing_points=Z, approximation="pep", alpha=alpha,
                   noise_variance=0.1, standardize_y=False)  # as SGPC: y as given
     d = clf.site_marginals().d
-    torch.testing.assert_close(clf.tau, 1.0 / (alpha * d + 0.1), rtol=1e-12, atol=0)  # MATH.md §5
+    torch.testing.assert_close(clf.tau, 1.0 / (alpha * d + 0.1), rtol=1e-12, atol=0)  # docs/math.md §5
     torch.testing.assert_close(clf.nu / clf.tau, clf.y, rtol=1e-12, atol=1e-12)
     assert clf.log_marginal_likelihood() == pytest.approx(reg.log_marginal_likelihood(), rel=1e-13)
     for a, b in zip(clf.predict_f(X[:7]), reg.predict_f(X[:7])):
@@ -47,7 +47,7 @@ def test_stable_site_expectation_equals_the_textbook_form():
     tau, g = torch.as_tensor(rng.uniform(0.01, 5, 50)), torch.as_tensor(rng.normal(size=50))
     for alpha in (1.0, 0.3, 1e-3):
         got = pep.log_site_expectation(mu_c, s_c, tau, g * tau, alpha)
-        w = s_c + 1.0 / (alpha * tau)  # MATH.md §5
+        w = s_c + 1.0 / (alpha * tau)  # docs/math.md §5
         ref = (0.5 * torch.log(1.0 / (alpha * tau)) - 0.5 * torch.log(w)
                - (mu_c - g) ** 2 / (2 * w) + 0.5 * alpha * tau * g * g)
         torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)

@@ -1,5 +1,5 @@
 """Random Fourier features and the sparse spectrum GP against a dense numpy evaluation of
-Bayesian linear regression on the same features (MATH.md §6):
+Bayesian linear regression on the same features (docs/math.md §6):
 
   φ(x) = √(σ²/R)[cos(ωᵀx), sin(ωᵀx)],  log p(y) = log N(y; 0, ΦΦᵀ + σ_n²I),
   q(w) = N(S Φᵀy/σ_n², S),  S = (ΦᵀΦ/σ_n² + I)⁻¹,  f* ~ N(φ*ᵀm, φ*ᵀSφ*);

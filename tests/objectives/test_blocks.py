@@ -1,6 +1,6 @@
 """Block (PITC-like) Power EP against independent dense evaluations and its exact limits.
 
-The reference is written from MATH.md §2 ("Blocks") with dense numpy linear algebra on the
+The reference is written from docs/math.md §2 ("Blocks") with dense numpy linear algebra on the
 N×N matrices:  Λ = blockdiag(α_b D_b + σ²I) with D_b the diagonal blocks of Kff − Qff,
 
   F = log N(y; 0, Qff + Λ) − Σ_b (1−α_b)/(2α_b) log|I + α_b D_b/σ²|,
@@ -48,7 +48,7 @@ def model(X, y, Z, labels=None, approximation="pep", alpha=0.5, **kw):
 
 
 def dense_block_pep(X, y, Z, labels, alphas):
-    """F of MATH.md §2 (blocks) on dense N×N matrices; alphas: {label: α_b}."""
+    """F of docs/math.md §2 (blocks) on dense N×N matrices; alphas: {label: α_b}."""
     Kff, Kuf, Kuu = se(X, X), se(Z, X), se(Z, Z)
     Qff = Kuf.T @ np.linalg.solve(Kuu, Kuf)
     N = len(y)

@@ -6,7 +6,7 @@ Every case returns a finite objective and gradient that agree with a reference t
 tolerance stated here, or raises a clear error naming the cause; never a NaN.
 
 References (both independent of the library's streamed code):
-* objective, upper bound, prediction: MATH.md §2–3 evaluated in extended precision (numpy
+* objective, upper bound, prediction: docs/math.md §2–3 evaluated in extended precision (numpy
   longdouble) in M-space with the same jitter, per-point whitening a_n = L⁻¹k_n;
 * gradient: autograd on the naive float64 implementation (Kuf materialised,
   `sparsegp.benchmarking.naive`), which agrees with central differences of the extended-

@@ -1,6 +1,6 @@
 """Independent dense (N x N) numerical references for the collapsed pseudo-point family.
 
-Everything on the reference side is written directly from MATH.md sections 1-3 with plain
+Everything on the reference side is written directly from docs/math.md sections 1-3 with plain
 numpy / scipy dense linear algebra; the library is only ever called for the values under test.
 
 Family (Bui, Yan & Turner 2017), with d_n = diag(Kff - Qff)_n and Lambda = diag(alpha d_n + s2):

@@ -1,0 +1,54 @@
+"""What `fit()` says of a result (`diagnostics.convergence.limit_message`), on results made
+by hand: every way a fit can end."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparsegp.diagnostics.convergence import limit_message
+from sparsegp.training import FitResult
+
+
+def result(message, success=False, history=(1.0, 2.0, 3.0), **kw):
+    return FitResult(success, message, len(history) - 1, 10, history[-1], list(history), **kw)
+
+
+@pytest.mark.parametrize("res", [
+    result("CONVERGENCE: RELATIVE REDUCTION OF F <= FACTR*EPSMCH", success=True),
+    result("STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT", interrupted=True),
+    result("stopped at iteration 2: the objective became nan. The model holds ..."),
+    result("ABNORMAL_TERMINATION_IN_LNSRCH"),  # a line search's end, at a flat optimum
+    result("energy converged", success=True),
+    result("3 epochs of 4 steps", success=True, history=(1.0, 1.0, 1.0, 1.0),
+           fixed_budget=True),
+    result("1 epochs of 4 steps", success=True, history=(-500.0,), fixed_budget=True),
+], ids=["converged", "interrupted", "non-finite", "line search", "energy", "flat budget",
+        "one epoch"])
+def test_nothing_to_say(res):
+    assert limit_message(res, "M", 100, "epochs=", "epochs") is None
+
+
+def test_the_iteration_and_evaluation_limits_name_maxiter():
+    h = [float(i) for i in range(21)]
+    text = limit_message(result("STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT", history=h),
+                         "SGPR", 100, "maxiter=", "steps")
+    assert text.startswith("SGPR.fit stopped at its iteration limit (maxiter=20)")
+    assert "rose by 2 nats over its last 2 iterations" in text and "fit(maxiter=40)" in text
+    text = limit_message(result("STOP: TOTAL NO. OF F,G EVALUATIONS EXCEEDS LIMIT", history=h),
+                         "SGPR", 100, "maxiter=", "steps")
+    assert "limit of objective evaluations (10," in text and "larger maxiter=" in text
+
+
+def test_the_round_limit_names_the_rounds():
+    text = limit_message(result("stopped after 20 rounds", history=(-10.0, -9.5)), "SGPC",
+                         100, "maxiter=", "steps")
+    assert "round limit (maxiter=20 rounds" in text and "changed by 0.5 in its last round" in text
+
+
+def test_a_budget_warns_when_as_much_again_would_gain_more_than_a_twentieth_per_point():
+    rising = [float(i) for i in range(8)]  # 1 nat per epoch: 8 more epochs gain 8 nats
+    res = result("8 epochs", success=True, history=rising, fixed_budget=True)
+    assert limit_message(res, "SVGP", 200, "epochs=", "epochs") is None  # 0.04 per point
+    text = limit_message(res, "SVGP", 100, "epochs=", "epochs")  # 0.08 per point
+    assert "budget of 7 epochs while the objective still rose by 1 nats per epoch" in text
+    assert "gain 8 nats, 0.08 per data point" in text and "larger epochs=" in text

@@ -1,0 +1,293 @@
+"""Ctrl-C and SIGTERM at any moment of `fit()`, for every model's plan: the setup before the
+first step (the optimiser's construction, the first batch), the steps, the work after the
+loop (final site sweeps, q(u) at its optimum, the energy) and the checks after fitting.
+
+Each interrupt is injected deterministically: a function that the fit calls at that moment
+is wrapped to raise KeyboardInterrupt (Ctrl-C) or to send this process SIGTERM at its n-th
+call, optionally after it ran (an interrupt in the middle of a step). Whatever the moment,
+`fit()` returns with `interrupted=True`, the model holds the values it had when the
+interrupted call began (the starting values before the first step; the last accepted step's
+values otherwise; SVGP's full-batch plan then puts q(u) at its optimum for the hyperparameters
+kept, as after any interrupted L-BFGS-B), and it predicts finite values.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import sparsegp as sg
+from sparsegp.training import ep, lbfgs, minibatch
+from sparsegp.training.guard import FitGuard
+
+from ..conftest import make_problem
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to oneself: POSIX")
+
+
+def values(model: Any) -> dict[str, torch.Tensor]:
+    """Copies of every parameter and buffer of the model (the sites of SGPC included)."""
+    named = [*model.named_parameters(), *model.named_buffers()]
+    return {name: t.detach().clone() for name, t in named if t is not None}
+
+
+def _signal_checkpoint() -> None:
+    """A Python call: a pending signal's handler runs on entering it."""
+
+
+@dataclass
+class Moment:
+    """Interrupt the `call`-th call of `owner.name` (`after`: once it has run) by Ctrl-C or
+    SIGTERM, and remember the model's values when that call began."""
+
+    owner: Any
+    name: str
+    call: int = 1
+    after: bool = False
+    seen: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, model: Any, how: str) -> None:
+        real, calls = getattr(self.owner, self.name), [0]
+
+        def interrupted(*args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            if calls[0] != self.call:
+                return real(*args, **kwargs)
+            self.seen.append(values(model))
+            if self.after:
+                real(*args, **kwargs)
+            if how == "ctrl-c":
+                raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGTERM)
+            _signal_checkpoint()  # SIGTERM's handler raises KeyboardInterrupt here
+            raise AssertionError("SIGTERM did not stop the fit")
+
+        monkeypatch.setattr(self.owner, self.name, interrupted)
+
+
+@dataclass
+class Case:
+    name: str
+    build: Callable[[], Any]
+    fit: dict[str, Any]
+    moment: Callable[[], Moment]
+    inputs: Callable[[Any], np.ndarray]
+    recomputed: tuple[str, ...] = ()  # set from the others after an interrupted loop
+
+
+def _regression(D: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    return make_problem(3, N=40, D=D)
+
+
+def _X(model: Any) -> np.ndarray:
+    return np.linspace(-2.0, 2.0, 3 * model.input_dim).reshape(3, model.input_dim)
+
+
+def _labels() -> tuple[np.ndarray, np.ndarray]:
+    X, y = _regression()
+    return X, (y > np.median(y)).astype(float)
+
+
+def _svgp() -> Any:
+    return sg.SVGP(*_regression(), inducing_points=5)
+
+
+def _kissgp() -> Any:
+    return sg.KISSGP(*_regression(D=1), grid_size=20)
+
+
+def _sgpc() -> Any:
+    return sg.SGPC(*_labels(), inducing_points=5)
+
+
+def _rff() -> Any:
+    return sg.RFF(*_regression(), num_features=10)
+
+
+def _ssgp() -> Any:
+    return sg.SSGP(*_regression(), num_features=10)
+
+
+def _gplvm() -> Any:
+    X, y = _regression()
+    return sg.BayesianGPLVM(np.c_[X, y], latent_dim=1, inducing_points=5)
+
+
+def _gpssm() -> Any:
+    X, y = _regression()
+    return sg.GPSSM(np.c_[X, y], state_dim=1, inducing_points=5)
+
+
+def fit_returning(model: Any, **options: Any) -> Any:
+    """model.fit(progress=False, **options); a test failure if KeyboardInterrupt escapes."""
+    try:
+        return model.fit(progress=False, **options)
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped fit()")
+
+
+MINIBATCH = {"batch_size": 10, "epochs": 2}
+STOCHASTIC = {"schedule": "stochastic", "batch_size": 20, "epochs": 1}
+
+CASES = [
+    # the optimiser, the first batch and the first step of minibatch training
+    Case("SVGP minibatch, Adam's construction", _svgp, MINIBATCH,
+         lambda: Moment(torch.optim.Adam, "__init__"), _X),
+    Case("SVGP minibatch, the first batch", _svgp, MINIBATCH,
+         lambda: Moment(minibatch._Batches, "__iter__"), _X),
+    Case("SVGP minibatch, the first natural-gradient step", _svgp, MINIBATCH,
+         lambda: Moment(minibatch, "natural_update", after=True), _X),
+    # full batch: L-BFGS-B's setup, and q(u) set at its optimum after it
+    Case("SVGP full batch, the progress bar", _svgp, {"maxiter": 5},
+         lambda: Moment(lbfgs, "progress_bar"), _X, recomputed=("q_mu", "q_sqrt")),
+    Case("SVGP full batch, q(u) at its optimum after L-BFGS-B", _svgp, {"maxiter": 5},
+         lambda: Moment(sg.SVGP, "natural_gradient_step", after=True), _X),
+    # KISS-GP: Adam's construction, a step half taken, the grid check after fitting
+    Case("KISSGP, Adam's construction", _kissgp, {"maxiter": 5},
+         lambda: Moment(torch.optim.Adam, "__init__"), _X),
+    Case("KISSGP, inside the third Adam step", _kissgp, {"maxiter": 5},
+         lambda: Moment(torch.optim.Adam, "step", call=3, after=True), _X),
+    Case("KISSGP, the grid check after fitting", _kissgp, {"maxiter": 3},
+         lambda: Moment(sg.KISSGP, "_warn_coarse_grid"), _X),
+    # SGPC, stochastic schedule: Adam's construction, the final sweeps, the final energy
+    Case("SGPC stochastic, Adam's construction", _sgpc, STOCHASTIC,
+         lambda: Moment(torch.optim.Adam, "__init__"), _X),
+    Case("SGPC stochastic, the final site sweeps", _sgpc, STOCHASTIC,
+         lambda: Moment(ep, "site_sweeps", call=3, after=True), _X),
+    Case("SGPC stochastic, the final energy", _sgpc, STOCHASTIC,
+         lambda: Moment(sg.SGPC, "log_marginal_likelihood", call=2), _X),
+    # SGPC, full schedule: inside L-BFGS-B, the final sweeps and the final energy
+    Case("SGPC full, L-BFGS-B's first evaluation", _sgpc, {"maxiter": 2, "inner_maxiter": 5},
+         lambda: Moment(sg.SGPC, "training_loss"), _X),
+    Case("SGPC full, the final site sweeps", _sgpc, {"maxiter": 1, "inner_maxiter": 3},
+         lambda: Moment(ep, "site_sweeps", call=2, after=True), _X),
+    Case("SGPC full, the final energy", _sgpc, {"maxiter": 1, "inner_maxiter": 3},
+         lambda: Moment(sg.SGPC, "log_marginal_likelihood"), _X),
+    # RFF and SSGP: the checks after fitting
+    Case("RFF, the checks after fitting", _rff, {"maxiter": 5},
+         lambda: Moment(sg.RFF, "diagnostics"), _X),
+    Case("SSGP, the checks after fitting", _ssgp, {"maxiter": 5},
+         lambda: Moment(sg.RFF, "diagnostics"), _X),
+    # L-BFGS-B's setup for the exact and collapsed regressions
+    Case("SGPR, the progress bar", lambda: sg.SGPR(*_regression(), inducing_points=5),
+         {"maxiter": 5}, lambda: Moment(lbfgs, "progress_bar"), _X),
+    Case("GPR, the progress bar", lambda: sg.GPR(*_regression()), {"maxiter": 5},
+         lambda: Moment(lbfgs, "progress_bar"), _X),
+    # latent-input models: both plans
+    Case("GP-LVM full batch, the first evaluation", _gplvm, {"maxiter": 5},
+         lambda: Moment(sg.BayesianGPLVM, "training_loss"), _X),
+    Case("GP-LVM minibatch, Adam's construction", _gplvm, MINIBATCH,
+         lambda: Moment(torch.optim.Adam, "__init__"), _X),
+    Case("GPSSM minibatch, Adam's construction", _gpssm, MINIBATCH,
+         lambda: Moment(torch.optim.Adam, "__init__"), _X),
+    Case("GPSSM minibatch, the second natural-gradient step", _gpssm, MINIBATCH,
+         lambda: Moment(minibatch, "natural_update", call=2, after=True), _X),
+]
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_an_interrupt_at_any_moment_returns_the_last_accepted_model(case, how, monkeypatch):
+    model = case.build()
+    moment = case.moment()
+    moment.install(monkeypatch, model, how)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        result = fit_returning(model, **case.fit)
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert result.interrupted and not result.success and "interrupted" in result.message
+    assert len(moment.seen) == 1  # the moment came, once
+    now = values(model)
+    assert now.keys() == moment.seen[0].keys()
+    for name, value in moment.seen[0].items():
+        assert torch.isfinite(now[name]).all(), name
+        if name not in case.recomputed:
+            torch.testing.assert_close(now[name], value, rtol=0, atol=0, msg=name)
+    mean, var = model.predict_f(case.inputs(model))
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0)
+
+
+@pytest.mark.parametrize("build, fit", [
+    (lambda X, y: sg.SGPR(X, y, inducing_points=5), {}),
+    (lambda X, y: sg.SVGP(X, y, inducing_points=5), {"batch_size": 10, "epochs": 50}),
+    (lambda X, y: sg.KISSGP(X, y, grid_size=20), {"maxiter": 50}),
+])
+def test_sigterm_from_a_callback_stops_a_fit_as_ctrl_c_does_and_the_model_is_kept(build, fit):
+    X, y = make_problem(7, N=30)
+    model = build(X, y)
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminate(i, objective):
+        if i == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = model.fit(callback=terminate, progress=False, **fit)
+    assert result.interrupted and result.iterations >= 2
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
+    mean, var = model.predict(X[:3])
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in {
+    "KISSGP, the grid check after fitting", "RFF, the checks after fitting",
+    "SVGP full batch, q(u) at its optimum after L-BFGS-B"}],
+    ids=lambda c: c.name)
+def test_the_warning_of_an_interrupt_after_the_steps_names_the_caller_of_fit(case, monkeypatch):
+    model = case.build()
+    case.moment().install(monkeypatch, model, "ctrl-c")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fit_returning(model, **case.fit)
+    assert result.interrupted and "interrupted" in result.message
+    interrupted = [w for w in caught if "interrupted" in str(w.message)]
+    assert len(interrupted) == 1 and interrupted[0].category is RuntimeWarning
+    assert interrupted[0].filename == __file__
+
+
+def test_the_checks_of_a_fitted_rff_warn_at_the_caller_of_fit():
+    X, y = _regression()
+    with pytest.warns(sg.ApproximationWarning, match="can interpolate the data") as caught:
+        sg.RFF(X, y, num_features=20).fit(maxiter=3, progress=False)  # 2R = N
+    assert {w.filename for w in caught if "interpolate" in str(w.message)} == {__file__}
+
+
+def test_a_guard_inside_a_guard_of_the_same_model_leaves_the_interrupt_to_the_outer():
+    model = sg.SGPR(*_regression(), inducing_points=5)
+    start = values(model)
+    with pytest.warns(RuntimeWarning, match="interrupted") as caught:
+        with FitGuard(model) as outer:
+            with FitGuard(model) as inner:
+                with torch.no_grad():
+                    model.kernel.raw_lengthscale.add_(1.0)  # never accepted
+                raise KeyboardInterrupt
+    assert inner.result is None and len(caught) == 1
+    result = outer.interrupted_result()
+    assert result.interrupted and result.iterations == 0 and np.isnan(result.objective)
+    for name, value in start.items():
+        torch.testing.assert_close(values(model)[name], value, rtol=0, atol=0, msg=name)
+
+
+def test_a_guard_of_another_model_answers_for_its_own_model_only():
+    first, second = (sg.SGPR(*_regression(), inducing_points=5) for _ in range(2))
+    with FitGuard(first) as outer:
+        first.fit(maxiter=3, progress=False)  # accepted
+        fitted = values(first)
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            with FitGuard(second) as inner:
+                second.fit(maxiter=3, progress=False)
+                raise KeyboardInterrupt
+        assert inner.interrupted_result().interrupted and outer.result is None
+    for name, value in fitted.items():
+        torch.testing.assert_close(values(first)[name], value, rtol=0, atol=0, msg=name)
