@@ -32,10 +32,6 @@ PSEUDO_POINT = ("vfe", "fitc", "dtc", "pep")
 #: `--kernel`'s names (`kernel_class` gives the classes).
 KERNEL_NAMES = ("matern12", "matern32", "matern52", "se")
 
-#: The N×N float64 matrices the exact GP holds at least, at its peak, for the radial kernels
-#: of `--kernel` (the objective's value and gradient: objectives/exact.py).
-EXACT_GP_MATRICES = 2
-
 
 def kernel_class(name: str) -> Callable[..., RadialKernel]:
     """The kernel class of a `--kernel` name."""
@@ -130,12 +126,12 @@ def _fit(args: argparse.Namespace) -> int:
 def check_exact_memory(n: int) -> None:
     """Refuse, before any model is built, an exact GP whose N×N matrices exceed the machine's
     memory (a `MemoryRequestError` with the bytes it would need and the sparse alternative)."""
-    from .allocator import check_request
+    from .models.gpr import EXACT_MATRICES
+    from .models.gpr import check_exact_memory as check
 
-    check_request(EXACT_GP_MATRICES * n * n * 8,
-                  f"--approximation exact on {n} rows ({EXACT_GP_MATRICES} {n}×{n} float64 "
-                  "matrices)", "use a sparse approximation instead (--approximation vfe, the "
-                  "default, with -M inducing points)")
+    check(n, what=f"--approximation exact on {n} rows ({EXACT_MATRICES} {n}×{n} float64 "
+          "matrices)", advice="use a sparse approximation instead (--approximation vfe, the "
+          "default, with -M inducing points)")
 
 
 def check_not_an_input(out: Path, inputs: list[Path], option: str) -> None:

@@ -234,9 +234,12 @@ def bench_parser(prog: str, description: str, repeats: int) -> argparse.Argument
 def parse_bench_args(p: argparse.ArgumentParser, argv: Sequence[str] | None
                      ) -> argparse.Namespace:
     """The parsed options, checked before anything runs: --out must be a writable file (not
-    a folder, in an existing folder) and --device (where the benchmark takes one) a device
+    a folder, in an existing folder; `-` is standard output, where the table is printed) and
+    --device (where the benchmark takes one) a device
     this torch has; otherwise argparse's one-line error (exit status 2)."""
     args = p.parse_args(argv)
+    if args.out is not None and str(args.out) == "-":  # the table goes to standard output anyway
+        args.out = None
     if args.out is not None:
         if args.out.is_dir() or not args.out.parent.is_dir():
             p.error(f"--out {args.out}: " + ("is a folder; give a file name" if args.out.is_dir()
@@ -257,10 +260,12 @@ def parse_bench_args(p: argparse.ArgumentParser, argv: Sequence[str] | None
 
 
 def report(text: str, out: Path | None, device: str = "cpu") -> None:
-    """Print the table and, with `out`, write it with the machine's description."""
+    """Print the table and, with `out`, write it (atomically) with the machine's description."""
+    from ..files import write_atomically
+
     print("\n" + text)
     if out:
-        out.write_text(f"Machine: {machine(device)}\n\n{text}\n")
+        write_atomically(out, f"Machine: {machine(device)}\n\n{text}\n", what="benchmark table")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

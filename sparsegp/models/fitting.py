@@ -28,6 +28,7 @@ from ..training import FitResult, Snapshot
 from ..training.guard import FitGuard, accepted
 from ..training.interrupts import termination_as_interrupt
 from ..training.options import warn_unused
+from ..validation import check_bool
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,11 @@ class FitOptions:
     max_sweeps: int | None = None
     sweeps_per_batch: int | None = None  # SGPC's stochastic schedule
     refresh_every: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("progress", "diagnose", "natgrad"):  # "False" (a string) would be true
+            if getattr(self, name) is not None:
+                check_bool(getattr(self, name), name)
 
     def given(self) -> dict[str, Any]:
         """The options given (not None), by name."""

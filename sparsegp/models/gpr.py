@@ -7,10 +7,25 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..allocator import check_request
 from ..kernels.base import Kernel
 from ..objectives.exact import exact_factors, exact_objective
 from ..posteriors import ExactPosterior
 from .regression import GPModel
+
+#: The N×N matrices the exact objective and its gradient hold at least, at their peak (the
+#: factor, and the gradient's ½(ααᵀ − C⁻¹): objectives/exact.py).
+EXACT_MATRICES = 2
+
+
+def check_exact_memory(n: int, itemsize: int = 8, device: Any = None,
+                       what: str | None = None,
+                       advice: str = "use a sparse model (SGPR, or SVGP for minibatches)") -> None:
+    """Refuse, before anything is allocated, an exact GP on `n` rows whose N×N matrices need
+    more than the device's memory: a `MemoryRequestError` (a MemoryError) saying how much."""
+    check_request(EXACT_MATRICES * n * n * itemsize,
+                  what or f"GPR on {n} rows ({EXACT_MATRICES} {n}×{n} matrices)", advice,
+                  device)
 
 
 class GPR(GPModel):
@@ -50,6 +65,8 @@ class GPR(GPModel):
         super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
                          noise_variance=noise_variance, noise_groups=noise_groups, mean=mean,
                          jitter=jitter, standardize_y=standardize_y)
+        # refused here rather than by the allocator's raw error at the first evaluation
+        check_exact_memory(self.num_data, self.X.element_size(), self.device)
 
     def _residual(self) -> Tensor:
         return self.y - self.mean(self.X)

@@ -25,6 +25,7 @@ from ..parameters import as_user_array
 from ..training.progress import progress_bar
 from ..validation import (
     as_tensor,
+    check_bool,
     check_finite,
     model_dtype,
     one_or_per,
@@ -102,7 +103,7 @@ class GPSSM(LatentInputModel):
         feature = inducing_inputs(inducing_points, mu[:-1], Q, min(T - 1, 20), seed,
                                   "starting latent states (transitions)")
         config = {"num_steps": T, "output_dim": P, "state_dim": Q,
-                  "learn_emission": emission is None, "markov": bool(markov),
+                  "learn_emission": emission is None, "markov": check_bool(markov, "markov"),
                   "jitter": check_jitter(jitter),
                   "chunk_size": check_chunk_size(chunk_size),
                   "dtype": dtype_name(dtype)}

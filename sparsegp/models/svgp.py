@@ -22,6 +22,7 @@ from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..training import natural_gradient_step
 from ..validation import (
     as_tensor,
+    check_bool,
     check_finite,
     positive_int,
     target_scale_problems,
@@ -121,8 +122,9 @@ class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, InducingMixin, Coregi
             raise ValueError("mean_field=True factorises q(u) over the inducing sets of Stacked "
                              "features (a sum of kernels with one feature per part); got "
                              f"{type(parts['feature']).__name__}")
-        config.update(whiten=bool(whiten), num_latent=C, chunk_size=check_chunk_size(chunk_size),
-                      mean_field=bool(mean_field))
+        config.update(whiten=check_bool(whiten, "whiten"), num_latent=C,
+                      chunk_size=check_chunk_size(chunk_size),
+                      mean_field=check_bool(mean_field, "mean_field"))
         return config, parts
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,

@@ -122,6 +122,18 @@ def test_a_chunk_size_beyond_the_memory_is_refused_naming_chunk_size():
     assert chunk_rows(10**7, 100, 8) == auto_chunk_size(100, 8)
 
 
+def test_a_gpr_too_large_for_the_machine_is_refused_at_construction(monkeypatch):
+    from sparsegp import allocator
+
+    X, y = make_problem(4, N=400)
+    monkeypatch.setattr(allocator, "device_memory", lambda device=None: 10**6)  # 1 MB here
+    with pytest.raises(MemoryError, match=r"GPR on 400 rows \(2 400×400 matrices\) needs "
+                       r"about 2\.6 MB of memory.*use a sparse model"):
+        sg.GPR(X, y)
+    monkeypatch.setattr(allocator, "device_memory", lambda device=None: 10**7)
+    assert sg.GPR(X, y).num_data == 400  # what fits is built
+
+
 def test_an_exact_gp_too_large_for_the_machine_is_refused_before_any_model(tmp_path, capsys,
                                                                           monkeypatch):
     from sparsegp import allocator
@@ -317,3 +329,37 @@ def test_real_ctrl_c_during_the_import_of_torch_exits_130_without_a_traceback(tm
     # never was (importtime reports a failed import too, so the models' own lines are there)
     imported = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
     assert {"sparsegp.partition", "sparsegp.tabular"}.isdisjoint(imported)
+
+
+def test_bench_out_dash_is_standard_output_and_the_table_is_written_whole(tmp_path, monkeypatch,
+                                                                         capsys):
+    from sparsegp.benchmarking import speed
+
+    p = speed.bench_parser("sparsegp bench speed", "", 1)
+    assert speed.parse_bench_args(p, ["--out", "-"]).out is None  # not a file named "-"
+    out = tmp_path / "table.md"
+    out.write_text("the previous table\n")
+
+    def failing(path, content, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("sparsegp.files.write_atomically", failing)
+    with pytest.raises(KeyboardInterrupt):
+        speed.report("| a |", out)
+    assert out.read_text() == "the previous table\n"  # went through the atomic writer
+    monkeypatch.undo()
+    speed.report("| a |", out)
+    assert out.read_text().endswith("| a |\n") and "| a |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make", [
+    lambda X, y: sg.SVGP(X, y, inducing_points=5, whiten="False"),
+    lambda X, y: sg.SVGP(X, y, inducing_points=5, mean_field=0),
+    lambda X, y: sg.SGPR(X, y, inducing_points=5, standardize_y="False"),
+    lambda X, y: sg.GPSSM(y[:, None], state_dim=1, inducing_points=5, markov="True"),
+    lambda X, y: sg.SGPR(X, y, inducing_points=5).fit(maxiter=2, diagnose="False"),
+    lambda X, y: sg.SGPR(X, y, inducing_points=5).fit(maxiter=2, progress="no"),
+])
+def test_every_flag_refuses_a_value_that_is_not_a_bool(make):
+    X, y = make_problem(0, N=40, D=2)
+    with pytest.raises(TypeError, match="must be True or False"):
+        make(X, y)
