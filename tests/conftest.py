@@ -1,9 +1,35 @@
-"""Shared fixtures: small random regression problems in float64."""
+"""Shared fixtures: small random regression problems in float64, and where the data-driven
+tests find the experiments' data."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+#: The developers' data folder, beside the repository (a user's clone has none). The tests
+#: name it; the package never does (its default is $SPARSEGP_DATA_DIR, else ./data).
+DEVELOPERS_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: The data folder of the data-driven tests: $SPARSEGP_DATA_DIR when set, else the developers'
+#: folder. Tests that need files missing from it skip with the reason.
+TEST_DATA_DIR = Path(os.environ.get("SPARSEGP_DATA_DIR") or DEVELOPERS_DATA_DIR)
+
+
+def no_data_reason(files: str) -> str:
+    """The skip reason of a test whose data `files` are not in TEST_DATA_DIR."""
+    return (f"needs {files} in {TEST_DATA_DIR} (set SPARSEGP_DATA_DIR to a folder holding "
+            "the experiments' data; docs/data.md says where to get them)")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def experiments_data_dir():
+    """The experiments' default data folder during the tests: TEST_DATA_DIR (through
+    SPARSEGP_DATA_DIR), so that runs without --data-dir read the developers' data."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPARSEGP_DATA_DIR", str(TEST_DATA_DIR))
+        yield TEST_DATA_DIR
 
 
 def make_problem(seed: int, N: int = 40, D: int = 2, noise: float = 0.05):

@@ -14,13 +14,28 @@ import numpy as np
 
 from ..models import GPR, SGPR
 from .bauer2016_common import Config
-from .common import AS_GIVEN, Section, copy_kernel, predictive_scores, quiet_fit, se_kernel
+from .common import (
+    AS_GIVEN,
+    Missing,
+    Section,
+    copy_kernel,
+    missing_files,
+    predictive_scores,
+    quiet_fit,
+    se_kernel,
+    skipped_for_data,
+)
 from .plotting import new_figure, save
 from .tables import Table
 
 FILES = ("pumadyn32nm_train_data.asc.gz", "pumadyn32nm_train_labels.asc.gz",
          "pumadyn32nm_test_data.asc.gz", "pumadyn32nm_test_labels.asc.gz")
 HYPERPARAMETERS = ("kernel.lengthscale", "kernel.variance", "noise_variance")
+
+
+def missing_data(data_dir: Path) -> Missing:
+    """The pumadyn-32nm files missing from `data_dir`, under the part's name."""
+    return {"pumadyn-32nm (experiment 6)": missing_files(Path(data_dir) / "pumadyn32nm", FILES)}
 
 
 def load_pumadyn(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -30,7 +45,7 @@ def load_pumadyn(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
 
 
 def pumadyn(out: Path, cfg: Config, data_dir: Path) -> Section:
-    """Experiment 6; a skipped section (with the reason) when the data folder is absent."""
+    """Experiment 6; a skipped section (with the reason) when the data files are missing."""
     folder = Path(data_dir) / "pumadyn32nm"
     sec = Section("pumadyn", f"6. pumadyn-32nm, M = {cfg.puma_M}",
                   "DELVE pumadyn-32nm (normalised by the source), SE kernel with one lengthscale "
@@ -42,9 +57,9 @@ def pumadyn(out: Path, cfg: Config, data_dir: Path) -> Section:
                   f"fixed for the first ≤ {cfg.puma_frozen_maxiter} iterations, then everything is "
                   "fitted. 'Initialised from FITC': FITC's kernel and inducing inputs, and its "
                   "noise floored at 1% of var(y).")
-    missing = [name for name in FILES if not (folder / name).is_file()]
+    missing = missing_files(folder, FILES)
     if missing:
-        sec.skipped = f"skipped: data folder not found at {folder} (missing {', '.join(missing)})"
+        sec.skipped = skipped_for_data(Path(data_dir), missing)
         return sec
     X, y, Xs, ys = load_pumadyn(folder)
     rng = np.random.default_rng(0)

@@ -15,6 +15,9 @@ synthetic data and ≤ 150 on UCI data (the paper: 2000 function evaluations), s
 full grid takes about 5 + 10 hours on 2 cores with --jobs 2 (estimated from timed fits;
 see bui2017_grid.Config); --maxiter N gives every run N iterations instead.
 `--quick`: 2 small synthetic sets and 2 UCI data sets × 2 splits, M ∈ {5, 20}, 25 iterations.
+Data: DATA_DIR/uci and DATA_DIR/classification (docs/data.md). A part without its files is
+skipped; `--part regression` or `--part classification` without them runs nothing (exit
+status 2).
 """
 
 from __future__ import annotations
@@ -38,7 +41,14 @@ from .bui2017_grid import EXACT, FULL, METHODS, QUICK, Config
 from .bui2017_report import pending_text, regression_section, synthetic_section, write_report
 from .bui2017_runs import Log, Task, execute, stderr_log
 from .bui2017_store import Store
-from .common import DEFAULT_DATA_DIR, Section, experiment_parser
+from .common import (
+    Missing,
+    Section,
+    data_folder,
+    experiment_parser,
+    run_with_data,
+    skipped_for_data,
+)
 
 PARTS = ("synthetic", "regression", "classification")
 
@@ -64,6 +74,15 @@ def regression_tasks(cfg: Config, data_dir: Path) -> list[Task]:
             for m in METHODS]
 
 
+def missing_data(data_dir: Path, cfg: Config, ccfg: ClassificationConfig,
+                 parts: Sequence[str] = PARTS) -> Missing:
+    """Per data-reading part of `parts` (regression, classification), its files missing from
+    `data_dir` for the grids `cfg` and `ccfg`."""
+    found = {"regression": lambda: missing_uci(data_dir, cfg.uci_sets, cfg.splits),
+             "classification": lambda: missing_classification(data_dir, ccfg.datasets)}
+    return {part: [Path(f) for f in found[part]()] for part in parts if part in found}
+
+
 def run(out_dir: str | Path = "bui2017-results", quick: bool = False,
         data_dir: str | Path | None = None, parts: Sequence[str] = PARTS, jobs: int = 1,
         log: Callable[[str], None] | None = print, progress: Log | None = stderr_log,
@@ -75,7 +94,7 @@ def run(out_dir: str | Path = "bui2017-results", quick: bool = False,
     rebuilds the report from the stored rows (e.g. while a long run is under way)."""
     cfg = config or (QUICK if quick else FULL)
     out = Path(out_dir)
-    data = DEFAULT_DATA_DIR if data_dir is None else Path(data_dir)
+    data = data_folder(data_dir)
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown part(s) {sorted(unknown)}; the parts are {list(PARTS)}")
@@ -102,15 +121,13 @@ def run(out_dir: str | Path = "bui2017-results", quick: bool = False,
             continue
         if part == "regression" and missing:
             sec = Section(part, "2. UCI regression (paper §4.2)", "Reads DATA_DIR/uci/<name>/data.")
-            sec.skipped = (f"skipped: {len(missing)} UCI file(s) missing below {data}, e.g. "
-                           f"{missing[0]}")
+            sec.skipped = skipped_for_data(data, [Path(f) for f in missing])
             sections.append(sec)
             continue
         if part == "classification" and missing_cls:
             sec = Section(part, "3. Binary classification (paper §4.3)",
                           "Reads DATA_DIR/classification/<name>.csv.")
-            sec.skipped = (f"skipped: {len(missing_cls)} classification file(s) missing below "
-                           f"{data}, e.g. {missing_cls[0]}")
+            sec.skipped = skipped_for_data(data, [Path(f) for f in missing_cls])
             sections.append(sec)
             continue
         if part == "classification":
@@ -152,17 +169,22 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    """Command-line entry point; returns the exit status (2 when the part `--part` names reads
+    data files that are missing; with every part, the synthetic one runs and the status is 0)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     parts = PARTS if args.part == "all" else (args.part,)
     cfg = QUICK if args.quick else FULL
     if args.maxiter is not None:
         if args.maxiter < 1:
             raise ValueError(f"--maxiter must be at least 1; got {args.maxiter}")
         cfg = replace(cfg, maxiter_synthetic=args.maxiter, maxiter_uci=args.maxiter)
-    run(args.out, data_dir=args.data_dir, parts=parts, jobs=args.jobs,
-        retry_failed=args.retry_failed, config=cfg, report_only=args.report_only)
-    return 0
+    ccfg = classification_config(cfg.mode)
+    return run_with_data(parser.prog, args.data_dir,
+                         lambda d: missing_data(d, cfg, ccfg, parts), "synthetic" in parts,
+                         lambda d: run(args.out, data_dir=d, parts=parts, jobs=args.jobs,
+                                       retry_failed=args.retry_failed, config=cfg,
+                                       classification=ccfg, report_only=args.report_only))
 
 
 if __name__ == "__main__":

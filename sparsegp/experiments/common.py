@@ -1,13 +1,17 @@
 """What every experiment shares: sections of results (tables, findings, figures), running
-them into one results.md, quiet fitting, test metrics and the default data folder."""
+them into one results.md, quiet fitting, test metrics, and where the data are: the data
+folder (`--data-dir`, else $SPARSEGP_DATA_DIR, else ./data), the messages about missing files
+and the exit status of a run that lacks them (docs/data.md)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +26,66 @@ from ..likelihoods.gaussian import gaussian_log_density
 from ..linalg import JitterWarning
 from .tables import Table
 
-#: The project's shared data folder (../shared/data next to the repository); `--data-dir`
-#: overrides it. A user's fresh clone has none: data-driven sections are then skipped.
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+#: The environment variable naming the data folder when `--data-dir` is not given.
+DATA_DIR_VARIABLE = "SPARSEGP_DATA_DIR"
+#: The page that lists the files each experiment reads and where to obtain them.
+DATA_DOCS = "docs/data.md (https://github.com/sparsegp/sparsegp/blob/HEAD/docs/data.md)"
+#: Exit status of an experiment that could run nothing of what was asked for lack of data.
+MISSING_DATA_STATUS = 2
+#: What the experiments' data files are missing from, by part: part name -> missing files.
+Missing = Mapping[str, Sequence[Path]]
+
+
+def default_data_dir() -> Path:
+    """The data folder when `--data-dir` is not given: $SPARSEGP_DATA_DIR when set (and not
+    empty), otherwise ./data under the current working directory; as an absolute path."""
+    value = os.environ.get(DATA_DIR_VARIABLE, "")
+    return (Path(value).expanduser() if value else Path("data")).absolute()
+
+
+def data_folder(data_dir: str | Path | None) -> Path:
+    """`data_dir` as a Path, or `default_data_dir()` when it is None."""
+    return default_data_dir() if data_dir is None else Path(data_dir)
+
+
+def data_dir_help(data: str) -> str:
+    """The help of `--data-dir` (`data` names the folders read below it)."""
+    return (f"folder holding {data} (default: ${DATA_DIR_VARIABLE} when set, otherwise ./data "
+            "in the current folder); docs/data.md lists the files and where to get them")
+
+
+def missing_files(folder: Path, names: Iterable[str]) -> list[Path]:
+    """The files `names` that are not in `folder` (empty when all are)."""
+    return [Path(folder) / name for name in names if not (Path(folder) / name).is_file()]
+
+
+def describe_missing(data_dir: Path, files: Sequence[Path], limit: int = 4) -> list[str]:
+    """The missing `files`, one text per folder (relative to `data_dir` where below it), at
+    most `limit` names each ("kin40k_train_data.asc.gz, ... in kin40k/")."""
+    groups: dict[Path, list[str]] = {}
+    for f in files:
+        groups.setdefault(Path(f).parent, []).append(Path(f).name)
+    texts = []
+    for folder, names in groups.items():
+        try:
+            where = f"{folder.relative_to(data_dir).as_posix()}/"
+        except ValueError:
+            where = f"{folder}/"
+        more = f" and {len(names) - limit} more" if len(names) > limit else ""
+        texts.append(f"{', '.join(names[:limit])}{more} in {where}")
+    return texts
+
+
+def how_to_get_data() -> str:
+    """The advice that follows a list of missing files."""
+    return (f"Put the files there, or point --data-dir (or the {DATA_DIR_VARIABLE} environment "
+            f"variable) at the folder that holds them; where to get them: {DATA_DOCS}.")
+
+
+def skipped_for_data(data_dir: Path, files: Sequence[Path]) -> str:
+    """A section's `skipped` text when its data files are missing: which, where, what to do."""
+    return (f"skipped: data not found in {data_dir}: {'; '.join(describe_missing(data_dir, files))}. "
+            f"{how_to_get_data()}")
 
 
 @dataclass
@@ -145,8 +206,7 @@ def experiment_parser(parser: argparse.ArgumentParser | None, prog: str, descrip
                    help=f"folder for the figures and tables (default: ./{default_out}); files "
                    "of an earlier run there are replaced")
     p.add_argument("--quick", action="store_true", help=quick_help)
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                   help=f"folder holding {data} (default: {DEFAULT_DATA_DIR})")
+    p.add_argument("--data-dir", type=Path, default=None, help=data_dir_help(data))
     return p
 
 
@@ -160,9 +220,50 @@ def output_folder(text: str) -> Path:
     return Path(text)
 
 
-def experiment_main(build_parser: Callable[[], argparse.ArgumentParser],
-                    run: Callable[..., Any], argv: Any = None) -> int:
-    """The command-line entry of an experiment: parse --out, --quick, --data-dir and run."""
-    args = build_parser().parse_args(argv)
-    run(args.out, quick=args.quick, data_dir=args.data_dir)
+def run_with_data(command: str, given: Path | None, needs: Callable[[Path], Missing],
+                  data_free: bool, run: Callable[[Path], object]) -> int:
+    """Run an experiment from the command line and return its exit status, judging its data
+    first (docs/data.md, "Missing data and the exit status"):
+
+    * `given` (`--data-dir`) names no folder: an error, nothing runs, status 2;
+    * every part asked for needs files that are missing (`needs(data_dir)`: part -> missing
+      files, for the parts asked for) and nothing runs without data (`data_free` false: no
+      synthetic part, or one part was asked for by name): the parts and their missing files
+      are listed on standard error, nothing runs, status 2;
+    * otherwise `run(data_dir)`: the parts whose files are missing are skipped (results.md says
+      so), listed on standard error after the run, and the status is 0."""
+    data_dir = data_folder(given).absolute()
+    origin = ("given by --data-dir" if given is not None else
+              f"from ${DATA_DIR_VARIABLE}" if os.environ.get(DATA_DIR_VARIABLE) else
+              "the default: ./data in the current folder")
+    if given is not None and not data_dir.is_dir():
+        print(f"{command}: error: --data-dir {data_dir}: no such folder. Give the folder that "
+              f"holds the data files; where to get them: {DATA_DOCS}.", file=sys.stderr)
+        return MISSING_DATA_STATUS
+    wanted = needs(data_dir)
+    missing = {part: files for part, files in wanted.items() if files}
+    lines = [f"  {part}: {'; '.join(describe_missing(data_dir, files))}"
+             for part, files in missing.items()]
+    where = f"in {data_dir} ({origin}{'' if data_dir.is_dir() else '; no such folder'})"
+    if missing and len(missing) == len(wanted) and not data_free:
+        print("\n".join([f"{command}: nothing was run: the data files it needs are not {where}:",
+                         *lines, how_to_get_data()]), file=sys.stderr)
+        return MISSING_DATA_STATUS
+    run(data_dir)
+    if missing:
+        print("\n".join([f"{command}: skipped for missing data: {', '.join(missing)}; these "
+                         f"files are not {where}:", *lines, how_to_get_data()]), file=sys.stderr)
     return 0
+
+
+def experiment_main(build_parser: Callable[[], argparse.ArgumentParser],
+                    run: Callable[..., Any], argv: Any = None,
+                    needs: Callable[[Path, bool], Missing] | None = None) -> int:
+    """The command-line entry of an experiment whose every part is run (some need no data):
+    parse --out, --quick, --data-dir and run (`run_with_data`; `needs(data_dir, quick)`:
+    the parts that read data files -> the files missing)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_with_data(parser.prog, args.data_dir,
+                         lambda d: needs(d, args.quick) if needs is not None else {}, True,
+                         lambda d: run(args.out, quick=args.quick, data_dir=d))

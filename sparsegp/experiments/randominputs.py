@@ -5,7 +5,8 @@
    bound, and the leave-one-out 1-NN error of the class labels in each embedding (Titsias &
    Lawrence 2010 score the oil-flow embedding this way; no package ships the oil data, so the
    task is imitated with known structure).
-2. The same on MNIST digits from ../shared/data/mnist (skipped with the reason when absent).
+2. The same on MNIST digits from DATA_DIR/mnist/mnist.npz (docs/data.md; skipped with the reason
+   when absent, the other sections still run).
 3. GPSSM on the kink function (Frigola et al. 2014) and on a bistable growth map: the learned
    transition with its band against the truth, and k-step forecasts beyond the training
    sequence against a linear-Gaussian state-space model fitted by maximum likelihood (Kalman
@@ -30,7 +31,17 @@ import torch
 from ..models import GPSSM, BayesianGPLVM
 from ..models.gpssm_gibbs import PosteriorSamples
 from ..models.latent import pca_latents
-from .common import DEFAULT_DATA_DIR, Section, experiment_main, experiment_parser, run_sections, se_of
+from .common import (
+    Missing,
+    Section,
+    data_folder,
+    experiment_main,
+    experiment_parser,
+    missing_files,
+    run_sections,
+    se_of,
+    skipped_for_data,
+)
 from .plotting import new_figure, save
 from .randominputs_data import (
     SYSTEMS,
@@ -275,10 +286,17 @@ def _transition_figure(path: Path, system: System, model: GPSSM, states: np.ndar
     return save(fig, path)
 
 
-def run(out: Path, quick: bool = False, data_dir: Path = DEFAULT_DATA_DIR,
+def missing_data(data_dir: Path, quick: bool = False) -> Missing:
+    """The MNIST file of section 2 when it is missing from `data_dir`."""
+    return {"GP-LVM on MNIST (section 2)": missing_files(Path(data_dir) / "mnist", ["mnist.npz"])}
+
+
+def run(out: Path, quick: bool = False, data_dir: Path | None = None,
         log: Callable[[str], None] | None = print) -> list[Path]:
-    """Run every section into `out` (results.md, CSV tables, figures); returns the files."""
+    """Run every section into `out` (results.md, CSV tables, figures); returns the files.
+    `data_dir`: the data folder (None: `common.default_data_dir()`)."""
     cfg = QUICK if quick else FULL
+    data_dir = data_folder(data_dir)
     Y, X, labels = three_phase(cfg.synthetic_n)
     synthetic = lambda: gplvm_section(  # noqa: E731
         out, cfg, "gplvm-three-phase", "1. Bayesian GP-LVM: three-phase synthetic data",
@@ -297,9 +315,10 @@ def run(out: Path, quick: bool = False, data_dir: Path = DEFAULT_DATA_DIR,
 def _mnist(out: Path, cfg: Config, data_dir: Path) -> Section:
     folder = data_dir / "mnist"
     title = "2. Bayesian GP-LVM: MNIST digits"
-    if not (folder / "mnist.npz").is_file():
-        sec = Section("gplvm-mnist", title, "Needs ../shared/data/mnist.")
-        sec.skipped = f"skipped: data folder not found at {folder} (missing mnist.npz)"
+    missing = missing_files(folder, ["mnist.npz"])
+    if missing:
+        sec = Section("gplvm-mnist", title, "Needs mnist/mnist.npz in the data folder.")
+        sec.skipped = skipped_for_data(data_dir, missing)
         return sec
     Y, labels = mnist_digits(folder, cfg.mnist_n)
     return gplvm_section(out, cfg, "gplvm-mnist", title,
@@ -317,7 +336,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return experiment_main(build_parser, run, argv)
+    """Command-line entry point; returns the exit status (0 without MNIST: the other
+    sections need no data)."""
+    return experiment_main(build_parser, run, argv, missing_data)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def three_phase(n: int, seed: int = 0, D: int = 12) -> tuple[np.ndarray, np.ndar
 
 
 def mnist_digits(folder: Path, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """n training images of ../shared/data/mnist (seeded), pixels in [0, 1], and labels."""
+    """n training images of `folder`/mnist.npz (seeded), pixels in [0, 1], and labels."""
     with np.load(folder / "mnist.npz") as d:
         keep = np.random.default_rng(seed).choice(d["x_train"].shape[0], n, replace=False)
         return d["x_train"][keep].reshape(n, -1) / 255.0, d["y_train"][keep].astype(int)

@@ -24,6 +24,8 @@ mnist01 ~18 min, mnist ~10 h (measured on one torch thread; see `run`).
 `--quick`: 200 training and 500 test images average-pooled to 14×14, 6 steps, small M: every
 path (all kernels, checkpoints) in seconds. `--kernels` trains only some kernels' runs (the
 others are reported from their records), e.g. to share a CPU budget among the MNIST kernels.
+Data: DATA_DIR/rectangles/rectangles.npz and DATA_DIR/mnist/mnist.npz (docs/data.md); a task
+without its file is skipped, and when no task asked for can run nothing is (exit status 2).
 """
 
 from __future__ import annotations
@@ -42,7 +44,16 @@ from ..features import InducingPatches
 from ..kernels import Convolutional, SquaredExponential
 from ..likelihoods import Bernoulli, MultiClass
 from ..models import SVGP, load
-from .common import DEFAULT_DATA_DIR, Section, experiment_parser, run_sections
+from .common import (
+    Missing,
+    Section,
+    data_folder,
+    experiment_parser,
+    missing_files,
+    run_sections,
+    run_with_data,
+    skipped_for_data,
+)
 from .tables import Table
 from .vdw2018_conv_plots import plot_inducing_patches, plot_traces, plot_weights
 from .vdw2018_conv_runs import Images, Spec, execute
@@ -87,6 +98,11 @@ QUICK = Config(train=200, test=500, trace_train=50, trace_test=100, downsample=2
                rect_steps=6, rect_se_maxiter=6, mnist01_M=10, mnist01_steps=6, mnist_M=20,
                mnist_steps=6, batch=50, mnist_batch=50, mnist_lr=0.01, segment=3, evals=2,
                checkpoint_seconds=0.0)
+
+
+def missing_data(data_dir: Path, tasks: Sequence[str] = TASKS) -> Missing:
+    """Per task of `tasks`, its data file when missing from `data_dir` (else nothing)."""
+    return {t: missing_files(Path(data_dir) / FILES[t][0], [FILES[t][1]]) for t in tasks}
 
 
 def load_images(task: str, folder: Path, cfg: Config, device: torch.device) -> Images:
@@ -209,10 +225,10 @@ def task_section(task: str, cfg: Config, data_dir: Path, out: Path, device: torc
     earlier invocation left in `out`; `kernels` trains only the runs of those kernels),
     tables, traces and figures."""
     title, text = DESCRIPTIONS[task]
-    path = data_dir / FILES[task][0] / FILES[task][1]
-    if not path.is_file():
+    missing = missing_data(data_dir, (task,))[task]
+    if missing:
         sec = Section(task, title, f"This task reads {FILES[task][0]}/{FILES[task][1]}.")
-        sec.skipped = f"skipped: data file not found at {path}"
+        sec.skipped = skipped_for_data(data_dir, missing)
         return sec
     images = load_images(task, data_dir, cfg, device)
     runs = specs(task, cfg, images)
@@ -280,7 +296,7 @@ def run(out_dir: str | Path = "vdw2018-conv-results", quick: bool = False,
     if unknown:
         raise ValueError(f"unknown kernel(s) {unknown}; the kernels are {list(KERNEL_NAMES)}")
     out, cfg = Path(out_dir), (QUICK if quick else FULL)
-    folder = DEFAULT_DATA_DIR if data_dir is None else Path(data_dir)
+    folder = data_folder(data_dir)
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available to torch here")
@@ -311,11 +327,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Command-line entry point; returns the exit status (2 when no task asked for has its
+    data: the one `--task` names, or all three)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     tasks = TASKS if args.task == "all" else (args.task,)
-    run(args.out, quick=args.quick, data_dir=args.data_dir, tasks=tasks, device=args.device,
-        kernels=args.kernels)
-    return 0
+    return run_with_data(parser.prog, args.data_dir, lambda d: missing_data(d, tasks), False,
+                         lambda d: run(args.out, quick=args.quick, data_dir=d, tasks=tasks,
+                                       device=args.device, kernels=args.kernels))
 
 
 if __name__ == "__main__":

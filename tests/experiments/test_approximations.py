@@ -1,5 +1,5 @@
 """`sparsegp experiment approximations` at tiny sizes: every method on Snelson (KISS-GP too,
-D = 1), the data sections skipped with the reason without the shared data, and SSGP's
+D = 1), the data sections skipped with the reason without their data, and SSGP's
 over-fitting visible already at small R."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ TINY = ap.Config(budgets=(8,), splits=2, maxiter=15, ski_steps=10, overfit_R=(5,
                  overfit_seeds=2)
 
 
-def test_tiny_run_without_shared_data(tmp_path):
+def test_tiny_run_without_data(tmp_path):
     out = tmp_path / "out"
     files = ap.run(out, data_dir=tmp_path / "no-data", log=None, cfg=TINY)
     names = {f.name for f in files}
@@ -27,7 +27,9 @@ def test_tiny_run_without_shared_data(tmp_path):
         assert all(math.isfinite(float(r[k])) for k in ("RMSE", "NLPD", "noise variance"))
         assert 0 < float(r["RMSE"]) < 1.5  # standardised targets
     report = (out / "results.md").read_text()
-    assert report.count("skipped: ") == 1 + len(ap.UCI)  # kin40k and the UCI sets
+    # kin40k and the UCI sets, each with its files and where to get them
+    assert report.count(f"skipped: data not found in {tmp_path / 'no-data'}: ") == 1 + len(ap.UCI)
+    assert report.count("where to get them: docs/data.md") == 1 + len(ap.UCI)
     over = {(r["method"], int(r["R"])): r for r in csv.DictReader(
         (out / "ssgp_overfitting.csv").open())}
     # SSGP's training NLPD falls below its test NLPD by far more than RFF's at R = 40

@@ -8,7 +8,10 @@ from pathlib import Path
 from sparsegp.cli import main
 from sparsegp.experiments import bauer2016
 from sparsegp.experiments.bauer2016_common import QUICK, ZxProtocol
+from sparsegp.experiments.bauer2016_pumadyn import FILES as PUMADYN_FILES
 from sparsegp.experiments.bauer2016_pumadyn import pumadyn
+
+from ..conftest import TEST_DATA_DIR
 
 PNG = b"\x89PNG\r\n\x1a\n"
 EXPERIMENTS = ("snelson_fits", "inducing_gain", "z_equals_x", "gp_sample_4d", "upper_bound")
@@ -16,12 +19,15 @@ EXPERIMENTS = ("snelson_fits", "inducing_gain", "z_equals_x", "gp_sample_4d", "u
 
 def test_quick_run_from_the_command_line_writes_every_file(tmp_path, capsys):
     assert main(["experiment", "bauer2016", "--quick", "--out", str(tmp_path / "out")]) == 0
-    messages = capsys.readouterr().out.strip().splitlines()
+    captured = capsys.readouterr()  # the data from SPARSEGP_DATA_DIR (tests/conftest.py)
+    messages = captured.out.strip().splitlines()
     files = sorted((tmp_path / "out").iterdir())
     names = {f.name for f in files}
     expected = {f"{e}.{ext}" for e in EXPERIMENTS for ext in ("png", "csv")} | {"results.md"}
-    if (bauer2016.DEFAULT_DATA_DIR / "pumadyn32nm").is_dir():
+    if all((TEST_DATA_DIR / "pumadyn32nm" / f).is_file() for f in PUMADYN_FILES):
         expected |= {"pumadyn.png", "pumadyn.csv"}
+    else:  # the other experiments ran: status 0, and the skipped one is named
+        assert "skipped for missing data: pumadyn-32nm (experiment 6);" in captured.err
     assert names == expected
     for f in files:
         assert f.parent == tmp_path / "out" and f.is_file() and f.stat().st_size > 0, f
@@ -75,9 +81,10 @@ def test_z_equals_x_protocol_description():
 
 def test_pumadyn_is_skipped_with_a_clear_message_when_the_data_are_absent(tmp_path):
     sec = pumadyn(tmp_path, QUICK, tmp_path / "nowhere")
-    assert sec.skipped.startswith("skipped: data folder not found at ")
-    assert str(tmp_path / "nowhere" / "pumadyn32nm") in sec.skipped
-    assert sec.files == [] and "**skipped: data folder not found" in sec.markdown()
+    assert sec.skipped.startswith(f"skipped: data not found in {tmp_path / 'nowhere'}: ")
+    assert ", ".join(PUMADYN_FILES) + " in pumadyn32nm/" in sec.skipped
+    assert "--data-dir" in sec.skipped and "SPARSEGP_DATA_DIR" in sec.skipped
+    assert sec.files == [] and "**skipped: data not found" in sec.markdown()
 
 
 def test_command_line_options():
@@ -85,4 +92,4 @@ def test_command_line_options():
     assert args.quick and args.out == Path("x") and args.data_dir == Path("d")
     defaults = bauer2016.build_parser().parse_args([])
     assert not defaults.quick and defaults.out == Path("bauer2016-results")
-    assert defaults.data_dir == Path(bauer2016.__file__).resolve().parents[2].parent / "shared" / "data"
+    assert defaults.data_dir is None  # resolved when run: $SPARSEGP_DATA_DIR, else ./data

@@ -18,11 +18,12 @@ from sparsegp.experiments.bui2017_classification import missing_classification
 from sparsegp.experiments.bui2017_data import missing_uci, synthetic_problem
 from sparsegp.experiments.bui2017_grid import EXACT, METHODS, QUICK
 from sparsegp.experiments.bui2017_metrics import smll, smse
-from sparsegp.experiments.common import DEFAULT_DATA_DIR
+
+from ..conftest import TEST_DATA_DIR
 
 PNG = b"\x89PNG\r\n\x1a\n"
-HAVE_UCI = not missing_uci(DEFAULT_DATA_DIR, QUICK.uci_sets, QUICK.splits)
-HAVE_CLASSIFICATION = not missing_classification(DEFAULT_DATA_DIR)
+HAVE_UCI = not missing_uci(TEST_DATA_DIR, QUICK.uci_sets, QUICK.splits)
+HAVE_CLASSIFICATION = not missing_classification(TEST_DATA_DIR)
 TINY = replace(QUICK, mode="tiny", synthetic_sets=1, synthetic_points=60, synthetic_M=(4,),
                maxiter_synthetic=3)
 
@@ -217,7 +218,9 @@ def test_regression_part_is_skipped_with_the_reason_when_the_data_are_absent(tmp
     bui2017.run(out, config=TINY, parts=("regression",), data_dir=tmp_path / "nowhere",
                 log=None, progress=None)
     report = (out / "results.md").read_text()
-    assert "**skipped: " in report and str(tmp_path / "nowhere") in report
+    assert f"**skipped: data not found in {tmp_path / 'nowhere'}: " in report
+    assert "data.txt, index_features.txt, index_target.txt" in report
+    assert "SPARSEGP_DATA_DIR" in report and "docs/data.md" in report
     assert not (out / "runs.jsonl").exists()
 
 

@@ -13,11 +13,11 @@ import pytest
 from sparsegp.experiments import bui2017_classification as bc
 from sparsegp.experiments import bui2017_plots
 from sparsegp.experiments.bui2017_classification_report import classification_section
-from sparsegp.experiments.common import DEFAULT_DATA_DIR
 
-HAVE_CRABS = not bc.missing_classification(DEFAULT_DATA_DIR, ("crabs",))
-needs_data = pytest.mark.skipif(not HAVE_CRABS, reason=f"the shared data (classification/crabs.csv) "
-                                f"are not at {DEFAULT_DATA_DIR}: a fresh clone has no ../shared/data")
+from ..conftest import TEST_DATA_DIR, no_data_reason
+
+HAVE_CRABS = not bc.missing_classification(TEST_DATA_DIR, ("crabs",))
+needs_data = pytest.mark.skipif(not HAVE_CRABS, reason=no_data_reason("classification/crabs.csv"))
 TINY = bc.Stochastic(epochs=3, batch_size=40, lr=0.02)
 
 
@@ -90,7 +90,7 @@ def test_the_full_grid_has_every_run_once(toy_dir):
 def test_one_quick_run_per_method_family_gives_a_valid_row(method):
     task = bc.ClassificationTask("classification", "crabs", 0, 10, method, TINY.epochs, 160,
                                  fit=TINY)
-    row = task.run(DEFAULT_DATA_DIR)
+    row = task.run(TEST_DATA_DIR)
     assert row["status"] == "ok", row["error"]
     assert (row["n_train"], row["n_test"], row["M_used"]) == (160, 40, 10)
     assert 0.0 <= row["error_rate"] <= 1.0 and row["error_rate"] * 40 == round(row["error_rate"] * 40)
@@ -100,7 +100,7 @@ def test_one_quick_run_per_method_family_gives_a_valid_row(method):
 
 @needs_data
 def test_every_method_starts_from_the_same_inducing_inputs():
-    data = bc.classification_problem(DEFAULT_DATA_DIR, "crabs", 1)
+    data = bc.classification_problem(TEST_DATA_DIR, "crabs", 1)
     a, b, c = (bc.build_classifier(n, data, 12, 7) for n in ("VFE", "EP", "PEP 0.001"))
     assert type(a).__name__ == "SVGP" and type(b).__name__ == "SGPC" and b.alpha == 1.0
     assert type(c).__name__ == "SGPC" and c.alpha == 1e-3  # α → 0 by SGPC's own schedule

@@ -1,5 +1,5 @@
 """`sparsegp experiment randominputs`: the quick run writes every table and figure; MNIST is
-skipped with the reason when the shared data are absent; the baselines' pieces are correct."""
+skipped with the reason when its data are absent; the baselines' pieces are correct."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 
 from sparsegp.cli import main
 from sparsegp.experiments import randominputs as ri
-from sparsegp.experiments.common import DEFAULT_DATA_DIR
 from sparsegp.experiments.randominputs_data import (
     SYSTEMS,
     fit_linear_ssm,
@@ -19,24 +18,28 @@ from sparsegp.experiments.randominputs_data import (
     nearest_neighbour_error,
 )
 
+from ..conftest import TEST_DATA_DIR
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_quick_run_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["experiment", "randominputs", "--quick", "--out", str(out)]) == 0
-    log = capsys.readouterr().out
+    captured = capsys.readouterr()  # the data from SPARSEGP_DATA_DIR (tests/conftest.py)
+    log = captured.out
     names = {f.name for f in out.iterdir()}
     expected = {"results.md", "gplvm-three-phase.csv", "gplvm-three-phase.png",
                 "gpssm_kink.csv", "gpssm_kink.png", "gpssm_bistable.csv", "gpssm_bistable.png",
                 "gpssm_kink_q.csv", "gpssm_bistable_q.csv"}
-    has_mnist = (DEFAULT_DATA_DIR / "mnist" / "mnist.npz").is_file()
+    has_mnist = (TEST_DATA_DIR / "mnist" / "mnist.npz").is_file()
     if has_mnist:
         expected |= {"gplvm-mnist.csv", "gplvm-mnist.png"}
     assert names == expected
     report = (out / "results.md").read_text()
-    if not has_mnist:
-        assert "skipped: data folder not found" in report
+    if not has_mnist:  # the other sections ran: status 0, and the skipped one is named
+        assert "skipped: data not found" in report and "mnist.npz in mnist/" in report
+        assert "skipped for missing data: GP-LVM on MNIST (section 2);" in captured.err
     for name in names - {"results.md"}:
         if name.endswith(".png"):
             assert (out / name).read_bytes()[:8] == PNG and (out / name).stat().st_size > 10_000

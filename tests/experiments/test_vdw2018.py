@@ -1,6 +1,6 @@
 """`sparsegp experiment vdw2018-interdomain`: the quick run writes every file in well under two
-minutes on kin40k (when the shared data are there), the machinery runs on any data, and
-without kin40k the analyses are skipped with the reason."""
+minutes on kin40k (when the data are in the tests' data folder), the machinery runs on any
+data, and without kin40k the analyses are skipped with the reason."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import math
 import re
 
 import numpy as np
+import pytest
 
 from sparsegp.cli import main
 from sparsegp.experiments import vdw2018_interdomain as vdw
-from sparsegp.experiments.common import DEFAULT_DATA_DIR
+
+from ..conftest import TEST_DATA_DIR, no_data_reason
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FILES = {"free.csv", "free.png", "fixed.csv", "fixed.png", "compression.png", "results.md"}
@@ -37,14 +39,12 @@ def check_outputs(out, cfg):
     return float(re.search(r"total time ([0-9.]+) s", report).group(1))
 
 
+@pytest.mark.skipif(bool(vdw.missing_data(TEST_DATA_DIR)["kin40k"]),
+                    reason=no_data_reason("kin40k/"))
 def test_quick_run_on_kin40k_from_the_command_line(tmp_path, capsys):
-    out = tmp_path / "out"
+    out = tmp_path / "out"  # the data from SPARSEGP_DATA_DIR (tests/conftest.py)
     assert main(["experiment", "vdw2018-interdomain", "--quick", "--out", str(out)]) == 0
     log = capsys.readouterr().out
-    if not (DEFAULT_DATA_DIR / "kin40k").is_dir():  # a fresh clone: no ../shared/data
-        assert "skipped: data folder not found" in log
-        assert "skipped: data folder not found" in (out / "results.md").read_text()
-        return
     seconds = check_outputs(out, vdw.QUICK)
     assert seconds < 120.0  # the issue's budget for --quick on 2 cores (measured: ~6 s)
     assert "inducing points" in log and "files written" in log
@@ -64,7 +64,9 @@ def test_the_analyses_run_on_any_data_given_as_arrays(tmp_path):
 def test_without_kin40k_the_analyses_are_skipped_with_the_reason(tmp_path):
     vdw.run(tmp_path / "out", quick=True, data_dir=tmp_path / "nowhere", log=None)
     report = (tmp_path / "out" / "results.md").read_text()
-    assert f"skipped: data folder not found at {tmp_path / 'nowhere' / 'kin40k'}" in report
+    assert f"skipped: data not found in {tmp_path / 'nowhere'}: " in report
+    assert ", ".join(vdw.FILES) + " in kin40k/" in report
+    assert "--data-dir" in report and "SPARSEGP_DATA_DIR" in report and "docs/data.md" in report
 
 
 def test_stored_floats():

@@ -1,5 +1,5 @@
 """`sparsegp experiment vdw2018-conv`: the quick run writes every table, trace and figure with
-finite numbers for all three tasks (when the shared data are there), an interrupted run
+finite numbers for all three tasks (when the data are in the tests' data folder), an interrupted run
 resumes from its checkpoint and a rerun skips finished work, and without the data every task
 is skipped with the reason."""
 
@@ -14,13 +14,14 @@ import time
 import pytest
 
 from sparsegp.experiments import vdw2018_conv as conv
-from sparsegp.experiments.common import DEFAULT_DATA_DIR
 from sparsegp.experiments.vdw2018_conv_runs import Segments, eval_points
 
+from ..conftest import TEST_DATA_DIR, no_data_reason
+
 PNG = b"\x89PNG\r\n\x1a\n"
-HAVE_DATA = all((DEFAULT_DATA_DIR / d / f).is_file() for d, f in conv.FILES.values())
-needs_data = pytest.mark.skipif(not HAVE_DATA, reason=f"the shared data (rectangles/, mnist/) are "
-                                f"not at {DEFAULT_DATA_DIR}: a fresh clone has no ../shared/data")
+HAVE_DATA = all((TEST_DATA_DIR / d / f).is_file() for d, f in conv.FILES.values())
+needs_data = pytest.mark.skipif(not HAVE_DATA, reason=no_data_reason(
+    "rectangles/rectangles.npz and mnist/mnist.npz"))
 KERNELS = {"rectangles": ["invariant", "weighted", "SE"], "mnist01": ["invariant", "weighted"],
            "mnist": ["invariant", "SE", "weighted", "weighted + SE"]}
 FIGURES = {"rectangles": ["traces", "patches", "weights"], "mnist01": ["traces", "patches", "weights"],
@@ -120,8 +121,10 @@ def test_an_interrupted_run_resumes_and_a_rerun_skips_finished_work(tmp_path):
 def test_without_the_data_every_task_is_skipped_with_the_reason(tmp_path):
     conv.run(tmp_path / "out", quick=True, data_dir=tmp_path / "nowhere", log=None)
     report = (tmp_path / "out" / "results.md").read_text()
+    assert report.count(f"skipped: data not found in {tmp_path / 'nowhere'}: ") == 3
     for folder, name in conv.FILES.values():
-        assert f"skipped: data file not found at {tmp_path / 'nowhere' / folder / name}" in report
+        assert f"{name} in {folder}/" in report
+    assert "--data-dir" in report and "SPARSEGP_DATA_DIR" in report and "docs/data.md" in report
 
 
 def test_segments_draw_seeded_batches_that_a_resumed_run_repeats():
