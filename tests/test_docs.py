@@ -1,4 +1,5 @@
 """The documentation site's sources: every page in the navigation exists or is generated,
+every section a page includes exists, every Python example on a page runs exactly as written,
 every gallery script has a page, and the gallery's cell parser reads percent-format scripts.
 (CI builds the site itself with `mkdocs build --strict`, running the gallery.)"""
 
@@ -7,6 +8,8 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,14 +35,37 @@ def test_every_page_in_the_navigation_exists_or_is_generated():
     assert gallery <= set(pages), "every gallery script needs an entry in mkdocs.yml's nav"
 
 
-def test_every_readme_section_a_page_includes_exists():
-    readme = (ROOT / "README.md").read_text()
+def test_every_section_a_page_includes_exists():
     included = set()
     for page in (ROOT / "docs").rglob("*.md"):
-        included |= set(re.findall(r'--8<-- "README.md:([\w-]+)"', page.read_text()))
-    assert included
-    for name in included:
-        assert f"[start:{name}]" in readme and f"[end:{name}]" in readme, name
+        included |= set(re.findall(r'--8<-- "([\w/.-]+\.md):([\w-]+)"', page.read_text()))
+    assert ("README.md", "quickstart") in included
+    for path, name in included:
+        text = (ROOT / path).read_text()
+        assert f"[start:{name}]" in text and f"[end:{name}]" in text, (path, name)
+
+
+# The user guide's examples: fenced Python blocks at the start of a line on the hand-written
+# pages (the generated pages are the gallery's, run by the build). A block that is also in the
+# README runs in tests/test_readme.py; the rest run here, each as written.
+README_BLOCKS = set(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S))
+PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "generated" not in p.parts)
+EXAMPLES = [(page.relative_to(ROOT).as_posix(), i, block)
+            for page in PAGES
+            for i, block in enumerate(re.findall(r"^```python\n(.*?)^```", page.read_text(),
+                                                 flags=re.S | re.M))
+            if block not in README_BLOCKS]
+
+
+def test_the_pages_have_examples():
+    assert len(EXAMPLES) >= 10
+    assert {"docs/diagnostics.md", "docs/predictions.md", "docs/scale.md"} <= {p for p, _, _ in EXAMPLES}
+
+
+@pytest.mark.parametrize("page, index, block", EXAMPLES, ids=[f"{p}[{i}]" for p, i, _ in EXAMPLES])
+def test_page_example_runs(page, index, block, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # examples may write files
+    exec(compile(block, f"{page}[python block {index}]", "exec"), {"__name__": "__main__"})
 
 
 def test_gallery_cells_are_read_from_percent_format():

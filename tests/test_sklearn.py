@@ -181,7 +181,7 @@ def test_library_warnings_are_collected_not_raised():
     est = SparseGPRegressor(approximation="fitc", num_inducing=8, random_state=0, maxiter=300)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est.fit(X[::2], y[::2])  # README: FITC with 8 inducing inputs trips the diagnostics
+        est.fit(X[::2], y[::2])  # docs/models/sklearn.md: FITC with 8 inducing inputs trips the diagnostics
     assert not [w for w in caught if issubclass(w.category, (sg.ApproximationWarning, sg.ScaleWarning))]
     assert any("FITC" in message or "upper bound" in message for message in est.fit_warnings_)
 

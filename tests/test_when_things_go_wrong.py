@@ -1,6 +1,6 @@
-"""One test per row of the README's "When things go wrong" table: what a new user who does
-something ordinary, or something wrong, sees — a fitted model, a warning that names the fix,
-or a clear error; never a crash from a check, never a NaN."""
+"""One test per row of the "When things go wrong" table in docs/diagnostics.md: what a new
+user who does something ordinary, or something wrong, sees — a fitted model, a warning that
+names the fix, or a clear error; never a crash from a check, never a NaN."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prediction protocol (`sparsegp.models.predictions`; README "Tensors in, tensors out") on
+"""The prediction protocol (`sparsegp.models.predictions`; docs/predictions.md, "Tensors in, tensors out") on
 every registered model class, through its recipes in `recipes.MODELS_` (built as there, at the
 recipe's `new_inputs`, with its `new_targets` and its declared `observed` predictive): numpy in,
 numpy out and tensors in the input's dtype; gradients of tensor predictions with respect to the

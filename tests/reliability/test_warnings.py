@@ -110,7 +110,7 @@ def test_noise_check_on_nearly_noise_free_data_does_not_warn():
     assert of(caught, sg.ApproximationWarning) == []
 
 
-# -- the README's examples --------------------------------------------------------------------
+# -- the examples of the README and the docs pages ---------------------------------------------
 def test_power_ep_over_estimating_by_a_fraction_of_a_nat_does_not_warn():
     # Power EP with α = 0.5 lies above log p(y) by design: by 0.05 nats on Snelson (the demo)
     # and 0.07 with 20 blocks (the README); FITC's 17.8 nats still warn
