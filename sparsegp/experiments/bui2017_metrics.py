@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def gaussian_nll(y: np.ndarray, mean: np.ndarray | float, var: np.ndarray | float) -> np.ndarray:
-    """−log N(y | mean, var) per point. Shapes: y [N*], mean and var [N*] or scalars."""
-    return 0.5 * (np.log(2 * np.pi * var) + (y - mean) ** 2 / var)
+from .common import gaussian_nll
 
 
 def smse(ys: np.ndarray, mean: np.ndarray) -> float:

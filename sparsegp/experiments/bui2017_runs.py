@@ -39,7 +39,7 @@ from .bui2017_data import Problem, synthetic_problem, uci_problem
 from .bui2017_grid import EXACT, method
 from .bui2017_metrics import mnll, smll, smse
 from .bui2017_store import Key, Store
-from .common import AS_GIVEN, torch_threads
+from .common import AS_GIVEN, clock, torch_threads
 
 Log = Callable[[str], None]
 #: One function evaluation's fixed cost, in units of N·M² (measured: ~6 ms against ~0.8 ns
@@ -177,13 +177,8 @@ class Progress:
         what = f"{task.part} {task.dataset} split {task.split} M={task.M} {task.method}"
         state = "ok" if row["status"] == "ok" else f"FAILED ({row['error'][:80]})"
         self.log(f"[bui2017] {self.done}/{self.total} ({100 * self.done / self.total:.1f}%) "
-                 f"elapsed {_clock(elapsed)} ETA {_clock(eta)} | {what}: {state}, "
+                 f"elapsed {clock(elapsed)} ETA {clock(eta)} | {what}: {state}, "
                  f"{row['seconds']:.1f} s")
-
-
-def _clock(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def stderr_log(message: str) -> None:

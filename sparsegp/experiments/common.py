@@ -156,6 +156,19 @@ def copy_kernel(model: Any) -> SquaredExponential:
                               variance=k.value("variance").detach().clone())
 
 
+def gaussian_nll(y: Any, mean: Any, var: Any) -> np.ndarray:
+    """−log N(y | mean, var) per point, as numpy (the library's Gaussian log density, negated).
+    Shapes: y [N*], mean and var [N*] or scalars."""
+    values = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in (y, mean, var))
+    return np.asarray(-gaussian_log_density(*values).numpy())
+
+
+def clock(seconds: float) -> str:
+    """Seconds as h:mm:ss (negative as 0), for progress lines and reports."""
+    s = int(max(0.0, seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 def predictive_scores(model: Any, Xs: np.ndarray, ys: np.ndarray) -> tuple[float, float, float]:
     """(NLPD, SMSE, RMSE) of noisy test targets: mean −log N(y*|μ*, σ*² + σ²), MSE / var(y*)."""
     mean, var = model.predict(Xs, include_noise=True)  # var ≥ σ² > 0

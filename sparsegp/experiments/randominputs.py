@@ -37,6 +37,7 @@ from .common import (
     data_folder,
     experiment_main,
     experiment_parser,
+    gaussian_nll,
     missing_files,
     run_sections,
     se_of,
@@ -47,7 +48,6 @@ from .randominputs_data import (
     SYSTEMS,
     System,
     fit_linear_ssm,
-    gaussian_nlpd,
     linear_forecast,
     mnist_digits,
     nearest_neighbour_error,
@@ -176,7 +176,7 @@ def gpssm_section(out: Path, cfg: Config, system: System) -> Section:
         lin_mean, lin_var = linear_forecast(fit_linear_ssm(train, cfg.linear_iterations), train, cfg.horizon)
         for key, (m, v) in (("GPSSM", (mean[:, 0], var[:, 0])), ("linear SSM", (lin_mean, lin_var))):
             errors[key].append((m - future) ** 2)
-            nlpd[key].append(gaussian_nlpd(future, m, v))
+            nlpd[key].append(gaussian_nll(future, m, v))
         if first is None:
             first = (model, states[: cfg.T], train)
     table = Table(f"{system.name}: k-step forecasts (mean over {cfg.repeats} sequences)",

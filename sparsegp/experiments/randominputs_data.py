@@ -114,8 +114,3 @@ def linear_forecast(ssm: LinearSSM, Y: np.ndarray, steps: int) -> tuple[np.ndarr
         _, means, covs = kalman_filter(torch.as_tensor(Y, dtype=torch.float64), ssm)
         mean, var = kalman_forecast(ssm, means[-1], covs[-1], steps)
     return mean[:, 0].numpy(), var[:, 0].numpy()
-
-
-def gaussian_nlpd(y: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """−log N(y; mean, var), elementwise."""
-    return 0.5 * (np.log(2 * np.pi * var) + (y - mean) ** 2 / var)

@@ -31,6 +31,7 @@ from torch import Tensor
 from ..files import write_atomically
 from ..models import load
 from ..training import fit_lbfgsb
+from .common import clock
 
 Log = Callable[[str], None]
 
@@ -138,11 +139,6 @@ def _save_model(model: Any, path: Path) -> None:
     model.save(path)  # atomic: an interrupted checkpoint leaves the previous one
 
 
-def _clock(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    return f"{int(seconds // 3600)}:{int(seconds % 3600 // 60):02d}:{int(seconds % 60):02d}"
-
-
 def eval_points(segments: int, evals: int) -> set[int]:
     """Segment counts after which the trace is taken: ~`evals` log-spaced ones, 0 and the last."""
     points = np.unique(np.round(np.geomspace(1, max(segments, 1), max(evals, 2))).astype(int))
@@ -174,7 +170,7 @@ def execute(spec: Spec, data: Images, folder: Path, log: Log | None, progress: b
         if record.get("segments", 0) > 0 and mpath.is_file():  # an unfinished or failed run
             model.load_state_dict(load(mpath).state_dict())
             say(f"  {spec.name}: resuming after segment {record['segments']} of {spec.segments} "
-                f"({_clock(record['train_seconds'])} trained)")
+                f"({clock(record['train_seconds'])} trained)")
             record.update(status="running", message="")
         else:
             record = {"run": spec.identity(), "status": "running", "segments": 0,
@@ -188,7 +184,7 @@ def execute(spec: Spec, data: Images, folder: Path, log: Log | None, progress: b
                       test_seconds=time.perf_counter() - start)
         _save_model(model, mpath)
         say(f"  {spec.name}: test error {100 * error:.2f}%, NLPP {nlpp:.4f}, ELBO/N "
-            f"{record['elbo']:.4f} ({_clock(record['train_seconds'])} training)")
+            f"{record['elbo']:.4f} ({clock(record['train_seconds'])} training)")
     except KeyboardInterrupt:
         say(f"  {spec.name}: interrupted; rerun with the same --out to resume")
         raise
@@ -238,8 +234,8 @@ def _train(spec: Spec, model: Any, data: Images, record: dict[str, Any], jpath: 
             last = record["trace"][-1] if record["trace"] else None
             said = f", ELBO/N {last['elbo']:.4f}, error {100 * last['error']:.2f}%" if last else ""
             say(f"  {spec.name}: step {min(k * spec.segment, spec.steps)}/{spec.steps}{said} "
-                f"(traced at step {last['step'] if last else 0}); {_clock(record['train_seconds'])}"
-                f" trained, ETA {_clock(rate * (total - k))}")
+                f"(traced at step {last['step'] if last else 0}); {clock(record['train_seconds'])}"
+                f" trained, ETA {clock(rate * (total - k))}")
             state["said"] = now
         state["mark"] = time.perf_counter()
 
