@@ -16,6 +16,8 @@ from .base import Kernel, Product, Sum, kernel_from_config
 from .convolutional import Convolutional
 from .linear import Constant, Linear
 from .periodic import Periodic
+from .polynomial import Polynomial
+from .rational_quadratic import RationalQuadratic
 from .separate import Separate
 from .stationary import (
     Matern12,
@@ -30,6 +32,6 @@ RBF = SquaredExponential
 
 __all__ = [
     "Kernel", "Sum", "Product", "Stationary", "RadialKernel", "SquaredExponential", "RBF", "Matern12",
-    "Matern32", "Matern52", "Linear", "Constant", "Periodic", "Convolutional", "Separate",
-    "kernel_from_config",
+    "Matern32", "Matern52", "RationalQuadratic", "Linear", "Constant", "Polynomial", "Periodic",
+    "Convolutional", "Separate", "kernel_from_config",
 ]

@@ -198,6 +198,16 @@ KERNELS: dict[str, list[KernelCase]] = {
     "Matern12": [KernelCase("ard", lambda: K.Matern12(lengthscale=[0.8, 1.3], variance=1.2))],
     "Matern32": [KernelCase("scalar", lambda: K.Matern32(lengthscale=0.9, variance=0.7))],
     "Matern52": [KernelCase("ard", lambda: K.Matern52(lengthscale=[1.2, 0.6], variance=1.1))],
+    "RationalQuadratic": [
+        KernelCase("scalar", lambda: K.RationalQuadratic(lengthscale=0.9, variance=1.1, alpha=0.7)),
+        KernelCase("ard", lambda: K.RationalQuadratic(lengthscale=[0.8, 1.3], variance=0.9,
+                                                      alpha=2.5)),
+    ],
+    "Polynomial": [
+        KernelCase("cubic", lambda: K.Polynomial(degree=3, variance=0.6, offset=0.8)),
+        KernelCase("homogeneous", lambda: K.Polynomial(degree=2, variance=1.2, offset=0.0),
+                   input_dim=3),
+    ],
     "Periodic": [
         KernelCase("ard", lambda: K.Periodic(lengthscale=[0.8, 1.2], variance=1.4,
                                              period=[1.3, 2.2])),
@@ -346,6 +356,8 @@ LIKELIHOODS: dict[str, list[LikelihoodCase]] = {
     ],
     "Poisson": [LikelihoodCase("", lambda: L.Poisson(),
                                targets=lambda n: torch.tensor([0.0, 1.0, 3.0, 7.0, 20.0])[:n])],
+    "StudentT": [LikelihoodCase("", lambda: L.StudentT(df=2.5, scale=0.4),  # one outlier
+                                targets=lambda n: torch.tensor([0.3, -1.2, 6.0, 0.0, 2.5])[:n])],
     "HeteroscedasticGaussian": [LikelihoodCase("", lambda: L.HeteroscedasticGaussian(),
                                                tilted=False)],
     "MultiClass": [
