@@ -1,7 +1,7 @@
 """Likelihoods p(y | f): log densities, Gaussian expectations, Power-EP tilted moments.
 
-Single-latent: `Gaussian`, `Bernoulli` (probit/logit), `Poisson` (log link), `StudentT`
-(robust regression); several latent
+Single-latent: `Gaussian`, `Bernoulli` (probit/logit), `Poisson` (log link),
+`NegativeBinomial` (over-dispersed counts, log link), `StudentT` (robust regression); several latent
 functions: `MultiClass` (softmax/robust-max), `HeteroscedasticGaussian` (mean and log noise).
 `likelihood_from_config(lik.config())` rebuilds
 any of them (then `load_state_dict` for the parameter values).
@@ -25,8 +25,9 @@ from .bernoulli import Bernoulli
 from .gaussian import Gaussian
 from .heteroscedastic import HeteroscedasticGaussian
 from .multiclass import MultiClass
+from .negative_binomial import NegativeBinomial
 from .poisson import Poisson
 from .student_t import StudentT
 
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "MultiClass", "HeteroscedasticGaussian",
-           "StudentT", "likelihood_from_config"]
+           "StudentT", "NegativeBinomial", "likelihood_from_config"]

@@ -358,6 +358,8 @@ LIKELIHOODS: dict[str, list[LikelihoodCase]] = {
                                targets=lambda n: torch.tensor([0.0, 1.0, 3.0, 7.0, 20.0])[:n])],
     "StudentT": [LikelihoodCase("", lambda: L.StudentT(df=2.5, scale=0.4),  # one outlier
                                 targets=lambda n: torch.tensor([0.3, -1.2, 6.0, 0.0, 2.5])[:n])],
+    "NegativeBinomial": [LikelihoodCase("", lambda: L.NegativeBinomial(dispersion=1.5),
+                                        targets=lambda n: torch.tensor([0.0, 2.0, 5.0, 1.0, 30.0])[:n])],
     "HeteroscedasticGaussian": [LikelihoodCase("", lambda: L.HeteroscedasticGaussian(),
                                                tilted=False)],
     "MultiClass": [
