@@ -41,7 +41,7 @@ CHUNK_TEMPORARIES = 4
 
 #: On a GPU a chunk is sized from the device's free memory instead (caches do not matter,
 #: kernel launches and small GEMMs do): this fraction of the free memory, and at least
-#: `CUDA_MIN_CHUNK_ROWS` rows. Measured on an H100 (issue 11): VFE at N = 10⁶, M = 1000 took
+#: `CUDA_MIN_CHUNK_ROWS` rows. Measured on an H100: VFE at N = 10⁶, M = 1000 took
 #: 0.895 s per objective + gradient with the CPU's 32 MB chunks and 0.120 s with 10⁵-row ones.
 CUDA_CHUNK_MEMORY_FRACTION = 0.25
 CUDA_MIN_CHUNK_ROWS = 8192

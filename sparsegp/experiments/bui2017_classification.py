@@ -26,7 +26,7 @@ power's row adds 480 runs.
 The grid was run with one batch of all sites because, when it ran, SGPC's minibatch energy
 built q(u) from the batch's sites alone (scaled by N/|batch|) and its Adam steps stalled far
 below the full-batch energy (pima, PEP 0.5, M = 20, 150 epochs of batches of 50: −308 against
-−294.6). Since the eighth stop the minibatch energy is unbiased (q(u) of all the sites) and
+−294.6). Since sparsegp 0.3.0 the minibatch energy is unbiased (q(u) of all the sites) and
 batches of 50 reach −294.7 there: `Stochastic.batch_size` now gives the paper's
 minibatch protocol.
 """

@@ -206,7 +206,7 @@ def _train(spec: Spec, model: Any, data: Images, record: dict[str, Any], jpath: 
     first, total = int(record["segments"]), spec.segments
     due = eval_points(total, spec.evals)
     state = {"mark": time.perf_counter(), "saved": time.perf_counter(), "said": 0.0,
-             "session": time.perf_counter(), "done": first}
+             "started": time.perf_counter(), "done": first}
 
     def trace() -> None:
         error, nlpp = scores(model, data.trace_Xs, data.trace_ys)
@@ -230,7 +230,7 @@ def _train(spec: Spec, model: Any, data: Images, record: dict[str, Any], jpath: 
             checkpoint()
         now = time.perf_counter()
         if k in due or now - state["said"] >= 30.0:
-            rate = (now - state["session"]) / max(1, k - first)
+            rate = (now - state["started"]) / max(1, k - first)
             last = record["trace"][-1] if record["trace"] else None
             said = f", ELBO/N {last['elbo']:.4f}, error {100 * last['error']:.2f}%" if last else ""
             say(f"  {spec.name}: step {min(k * spec.segment, spec.steps)}/{spec.steps}{said} "

@@ -10,10 +10,11 @@ from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
-from .base import Kernel, as_inputs, check_input_pair
+from .base import as_inputs, check_input_pair
+from .linear import _VarianceOnly
 
 
-class Polynomial(Kernel):
+class Polynomial(_VarianceOnly):
     """k(x, x') = σ² (xᵀx' + c)^p for an integer degree p ≥ 1.
 
     The GP is a random polynomial of degree p in the inputs (all monomials up to p with c > 0;
@@ -36,25 +37,18 @@ class Polynomial(Kernel):
         (2, 1.0)
     """
 
+    variance_dims = 0  # one variance
+
     def __init__(self, degree: int = 2, variance: Any = None, offset: Any = 1.0) -> None:
-        super().__init__()
         if (isinstance(degree, bool) or not isinstance(degree, numbers.Integral)
                 or degree < 1):
             raise ValueError(f"degree must be an integer ≥ 1; got {degree!r}")
+        super().__init__(variance)
         self.degree: int = int(degree)
-        self._declare("variance", variance, 1.0, POSITIVE_FLOOR, max_dim=0)
         #: False: the homogeneous kernel (`offset=0`), without an offset parameter
         self.has_offset: bool = not _is_zero(offset)
         if self.has_offset:
             self._declare("offset", offset, 1.0, POSITIVE_FLOOR, max_dim=0)
-
-    @property
-    def variance(self) -> float | Any:
-        return as_user_value(self.value("variance"))
-
-    @variance.setter
-    def variance(self, v: Any) -> None:
-        self._assign("variance", v)
 
     @property
     def offset(self) -> float | Any:

@@ -13,12 +13,13 @@ from .. import quadrature
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
 from .base import Likelihood
+from .counts import CountLikelihood
 
 #: Iterations (at most) of the safeguarded Newton search for the mode of N(f; μ, v) p(y | f)^α.
 NEWTON_ITERATIONS = 60
 
 
-class NegativeBinomial(Likelihood):
+class NegativeBinomial(CountLikelihood, Likelihood):
     """p(y | f) = Γ(y + r)/(Γ(r) y!) · (r/(r + μ))^r (μ/(r + μ))^y, μ = exp(f), for counts
     y ∈ {0, 1, 2, …}: mean μ and variance μ + μ²/r, the `dispersion` r a learned positive
     parameter floored at `POSITIVE_FLOOR`; r → ∞ is the Poisson likelihood. In scipy's terms
@@ -72,19 +73,6 @@ class NegativeBinomial(Likelihood):
     def dispersion(self, v: Any) -> None:
         self.set_value("dispersion", v)
 
-    def latent_start(self, y: Tensor) -> Tensor:
-        """log(y + ½): the log mean near the counts (finite at y = 0)."""
-        return torch.log(y.to(torch.float64) + 0.5)
-
-    def check_targets(self, y: Tensor) -> Tensor:
-        """Counts [N] must be non-negative integers (any numeric dtype); returned unchanged."""
-        bad = y[~torch.isfinite(y) | (y < 0) | (y != torch.round(y))] if y.is_floating_point() else y[y < 0]
-        if bad.numel():
-            values = torch.unique(bad).tolist()
-            raise ValueError(f"NegativeBinomial targets must be non-negative integers (counts); got "
-                             f"{bad.numel()} offending values, e.g. {values[:10]}")
-        return y
-
     def _constant(self, y: Tensor, r: Tensor) -> Tensor:
         """log Γ(y + r) − log Γ(r) − log Γ(y + 1), the part of log p free of f."""
         return torch.lgamma(y + r) - torch.lgamma(r) - torch.lgamma(y + 1.0)
@@ -123,68 +111,36 @@ class NegativeBinomial(Likelihood):
         Ey2 = torch.exp(2.0 * mean + 2.0 * var)
         return Ey, Ey + Ey2 * (1.0 + 1.0 / r) - Ey * Ey
 
-    def predict_log_density(self, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
-        """log ∫ NB(y | e^f, r) N(f | m, v) df by Gauss–Hermite quadrature centred on the
-        integrand's mode. Shapes: [N] -> [N]."""
-        f, log_w = self._centred_points(mean, var, y, 1.0)
-        return torch.logsumexp(log_w + self.log_prob(f.movedim(-1, 0), y).movedim(0, -1), dim=-1)
-
-    def tilted_moments(self, mean: Tensor, var: Tensor, y: Tensor, alpha: float
-                       ) -> tuple[Tensor, Tensor, Tensor]:
-        """log Z̃ = log E_{N(f; μ, v)}[p(y | f)^α], ∂ log Z̃/∂μ = (m̃ − μ)/v and
-        ∂² log Z̃/∂μ² = (ṽ − v)/v² from the tilted mean m̃ and variance ṽ, by Gauss–Hermite
-        quadrature centred on the mode (docs/math.md §5, step 2). Shapes: [N] -> three [N]."""
-        f, log_w = self._centred_points(mean, var, y, alpha)
-        logp = log_w + alpha * self.log_prob(f.movedim(-1, 0), y).movedim(0, -1)
-        log_Z = torch.logsumexp(logp, dim=-1)
-        p = torch.exp(logp - log_Z[..., None])  # tilted weights, summing to 1
-        dev = f - mean[..., None]
-        m1 = (p * dev).sum(-1)
-        m2 = (p * (dev - m1[..., None]) ** 2).sum(-1)
-        return log_Z, m1 / var, (m2 - var) / var**2
-
-    def _centred_points(self, mean: Tensor, var: Tensor, y: Tensor, alpha: float
+    def _mode_and_width(self, mean: Tensor, var: Tensor, y: Tensor, alpha: float
                         ) -> tuple[Tensor, Tensor]:
-        """Nodes f_i = f̂ + σ̂ z_i [..., n] about the mode f̂ of N(f; μ, v) p(y | f)^α, with
-        σ̂² = 1/(1/v + α(r + y) r e^f̂/(r + e^f̂)²), and log weights
-        log w_i + log N(f_i; μ, v) − log N(f_i; f̂, σ̂²) (as `Poisson._centred_points`). The
-        centre is a constant for autograd (the integral does not depend on it)."""
-        y = y.to(mean.dtype)
-        with torch.no_grad():
-            r = self.value("dispersion").to(mean.dtype)
-            log_r = torch.log(r)
-            shape = torch.broadcast_shapes(mean.shape, var.shape, y.shape)
-            mu, v, yy = mean.expand(shape), var.expand(shape), y.expand(shape)
+        """The mode by a safeguarded Newton search, and σ̂² = 1/(1/v + α(r + y) r e^f̂/(r + e^f̂)²)."""
+        r = self.value("dispersion").to(mean.dtype)
+        log_r = torch.log(r)
+        shape = torch.broadcast_shapes(mean.shape, var.shape, y.shape)
+        mu, v, yy = mean.expand(shape), var.expand(shape), y.expand(shape)
 
-            def h(f: Tensor) -> Tensor:  # increasing in f; the mode is its root
-                return (f - mu) / v - alpha * (yy - (r + yy) * torch.sigmoid(f - log_r))
+        def h(f: Tensor) -> Tensor:  # increasing in f; the mode is its root
+            return (f - mu) / v - alpha * (yy - (r + yy) * torch.sigmoid(f - log_r))
 
-            def slope(f: Tensor) -> Tensor:
-                s = torch.sigmoid(f - log_r)
-                return 1.0 / v + alpha * (r + yy) * s * (1.0 - s)
-
-            # the root lies between μ and log y (where the likelihood term vanishes), and
-            # above μ − αrv (the likelihood's pull towards lower f is less than αr)
-            log_y = torch.log(yy)
-            low = torch.maximum(torch.minimum(mu, log_y), mu - alpha * r * v)
-            high = torch.maximum(mu, log_y)
-            f = 0.5 * (low + high)
-            for _ in range(NEWTON_ITERATIONS):
-                hf = h(f)
-                low = torch.where(hf <= 0.0, f, low)
-                high = torch.where(hf >= 0.0, f, high)
-                step = hf / slope(f)
-                new = f - step
-                outside = ~((new > low) & (new < high))
-                new = torch.where(outside, 0.5 * (low + high), new)
-                done = not bool(((new - f).abs() > 1e-12 * (1.0 + f.abs())).any())
-                f = new
-                if done:
-                    break
+        def slope(f: Tensor) -> Tensor:
             s = torch.sigmoid(f - log_r)
-            s2 = 1.0 / (1.0 / v + alpha * (r + yy) * s * (1.0 - s))
-        z, w = quadrature.nodes_and_weights(self.quadrature_points, mean)
-        points = f[..., None] + torch.sqrt(s2)[..., None] * z
-        log_w = (torch.log(w) + 0.5 * z * z + 0.5 * torch.log(s2 / var)[..., None]
-                 - 0.5 * (points - mean[..., None]) ** 2 / var[..., None])
-        return points, log_w
+            return 1.0 / v + alpha * (r + yy) * s * (1.0 - s)
+
+        # the root lies between μ and log y (where the likelihood term vanishes), and
+        # above μ − αrv (the likelihood's pull towards lower f is less than αr)
+        log_y = torch.log(yy)
+        low = torch.maximum(torch.minimum(mu, log_y), mu - alpha * r * v)
+        high = torch.maximum(mu, log_y)
+        f = 0.5 * (low + high)
+        for _ in range(NEWTON_ITERATIONS):
+            hf = h(f)
+            low = torch.where(hf <= 0.0, f, low)
+            high = torch.where(hf >= 0.0, f, high)
+            new = f - hf / slope(f)
+            outside = ~((new > low) & (new < high))
+            new = torch.where(outside, 0.5 * (low + high), new)
+            done = not bool(((new - f).abs() > 1e-12 * (1.0 + f.abs())).any())
+            f = new
+            if done:
+                break
+        return f, 1.0 / slope(f)

@@ -169,7 +169,7 @@ _BUILT: dict = {}
 
 
 def _model(kind):
-    """A copy of a model of this kind built once per session (with its posterior cached)."""
+    """A copy of a model of this kind built once per test run (with its posterior cached)."""
     if kind not in _BUILT:
         _BUILT[kind] = _BUILDERS[kind]()
     m = copy.deepcopy(_BUILT[kind])
