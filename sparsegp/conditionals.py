@@ -143,6 +143,35 @@ def from_precision(L_B: Tensor, e: Tensor) -> WhitenedGaussian:
     return WhitenedGaussian(mean[:, None] if mean.dim() == 1 else mean, L_B, precision=True)
 
 
+def mix_outputs(mean: Tensor, W: Tensor | None, own: Tensor, shared: Tensor | None = None,
+                full_cov: bool = False, full_output_cov: bool = False) -> tuple[Tensor, Tensor]:
+    """Moments of the P outputs f = W g of the linear model of coregionalisation from those
+    of L latent functions g — the one place outputs are mixed (SVGP's ELBO and predictions,
+    SGPR's coregional posterior).
+
+    The latents' covariance is cov(g_l(x), g_l'(x')) = δ_ll' own_l(x, x') + V_l(x)ᵀV_l'(x'):
+    `own` their own part — variances [B, L], or covariances over the points [L, B, B] with
+    `full_cov` — and `shared` V [L, K, B] the part a joint q(u) couples (None: independent
+    latent functions, as SVGP's q(u) per latent function). With U_p = Σ_l W_pl V_l:
+    mean Wμ, cov(f_p(x), f_q(x')) = Σ_l W_pl W_ql own_l(x, x') + U_p(x)ᵀU_q(x').
+    Shapes: mean [B, L], W [P, L] (None: the latents themselves) -> mean [B, P] and variances
+    [B, P], covariances over the points [P, B, B] (`full_cov`) or over the outputs at each
+    point [B, P, P] (`full_output_cov`)."""
+    if W is None and shared is None and not full_output_cov:
+        return mean, own
+    W = (torch.eye(mean.shape[1], dtype=mean.dtype, device=mean.device) if W is None
+         else W.to(mean.dtype))
+    U = None if shared is None else torch.einsum("pl,lkb->pkb", W, shared)
+    if full_cov:
+        cov = torch.einsum("pl,lnm->pnm", W * W, own)
+        return mean @ W.mT, cov if U is None else cov + U.mT @ U
+    if full_output_cov:
+        cov = torch.einsum("pl,nl,ql->npq", W, own, W)
+        return mean @ W.mT, cov if U is None else cov + torch.einsum("pkb,qkb->bpq", U, U)
+    var = own @ (W * W).mT
+    return mean @ W.mT, var if U is None else var + (U * U).sum(1).mT
+
+
 def coregional_conditional(q: WhitenedGaussian, W: Tensor, a: Tensor, kff: Tensor,
                 full_cov: bool = False, full_output_cov: bool = False) -> tuple[Tensor, Tensor]:
     """q(f) of the P outputs f = W g of the linear model of coregionalisation, from q(v) of the
@@ -155,20 +184,13 @@ def coregional_conditional(q: WhitenedGaussian, W: Tensor, a: Tensor, kff: Tenso
     [B, P, P] (`full_output_cov`)."""
     M, B = a.shape
     Lat = W.shape[1]
-    W = W.to(a.dtype)
     m = q.mean[:, 0].reshape(Lat, M)
-    mean = (m @ a).mT @ W.mT  # [B, P]
     H = torch.zeros(Lat, Lat * M, B, dtype=a.dtype, device=a.device)  # e_l ⊗ a
     for l in range(Lat):
         H[l, l * M:(l + 1) * M] = a
     V = torch.linalg.solve_triangular(q.root, H.reshape(Lat, Lat * M, B), upper=False)
-    U = torch.einsum("pl,lib->pib", W, V)  # [P, LM, B]
-    ww = W @ W.mT  # [P, P]
-    if full_cov:
-        resid = kff - a.mT @ a
-        return mean, torch.diagonal(ww)[:, None, None] * resid + U.mT @ U
-    resid = (kff - (a * a).sum(0)).clamp_min(0.0)  # [B]
-    if full_output_cov:
-        return mean, ww * resid[:, None, None] + torch.einsum("pib,qib->bpq", U, U)
-    return mean, torch.diagonal(ww) * resid[:, None] + (U * U).sum(1).mT
+    # the prior residual k − aᵀa' is every latent function's own part
+    own = (kff - a.mT @ a).expand(Lat, B, B) if full_cov else \
+        (kff - (a * a).sum(0)).clamp_min(0.0)[:, None].expand(B, Lat)
+    return mix_outputs((m @ a).mT, W, own, V, full_cov, full_output_cov)
 

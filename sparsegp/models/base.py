@@ -19,12 +19,11 @@ Parameters, stored data and factorisations are float64 whatever the data's dtype
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -50,7 +49,6 @@ from ..training import FitResult, fit_lbfgsb
 from ..validation import (
     ScaleWarning,
     as_inputs,
-    check_bool,
     check_columns,
     check_feature_names,
     check_same_rows,
@@ -62,16 +60,9 @@ from ..validation import (
 from .core import PARTS, ModelCore
 from .dtypes import dtype_name
 from .fitting import FitOptions, TrainingPlan, default
+from .options import ModelOptions
 from .predictions import prediction_inputs
 from .state import StateKey
-
-
-def check_jitter(jitter: Any) -> float:
-    if isinstance(jitter, bool) or not isinstance(jitter, numbers.Real) or not (
-        0.0 <= float(jitter) < 1.0
-    ):
-        raise ValueError(f"jitter must be a number in [0, 1) (relative to the mean diagonal); got {jitter!r}")
-    return float(jitter)
 
 
 def local_mean_std(T: Tensor) -> tuple[Tensor, Tensor]:
@@ -100,8 +91,14 @@ def _trailing_shape(y: Any) -> str:
     return "[" + ", ".join(["N", *(str(n) for n in tuple(np.shape(y))[1:])]) + "]"
 
 
-class Model(ModelCore):
-    """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior."""
+#: The options type of a model class (`options.ModelOptions` or a subclass).
+O = TypeVar("O", bound=ModelOptions)
+
+
+class Model(ModelCore, Generic[O]):
+    """Inputs X [N, D] (optionally standardised), a kernel, targets, a posterior.
+
+    `O`: the model's options (`options.py`), which every construction hook receives."""
 
     shards_data = False  # True: X, y are this rank's shard when torch.distributed is running
     posterior_needs_data = True  # False: the posterior is built from parameters alone (SVGP)
@@ -112,15 +109,14 @@ class Model(ModelCore):
     x_shift: Tensor  # buffers [D]: X is stored as (X − x_shift)/x_scale
     x_scale: Tensor
 
-    def __init__(self, X: Any, y: Any, *, dtype: torch.dtype | None, standardize_X: bool,
-                 **arguments: Any) -> None:
+    def __init__(self, X: Any, y: Any, options: O) -> None:
         super().__init__()
-        standardize_X = check_bool(standardize_X, "standardize_X")
-        dtype = model_dtype(X, y, dtype)
+        standardize_X = options.standardize_X
+        dtype = model_dtype(X, y, options.dtype)
         device = model_device(X, y)
         check_same_rows(X, y)
         names = column_names(X)  # a DataFrame's columns; inducing inputs given as one must match
-        check_columns(arguments.get("inducing_points"), names, "inducing_points")
+        check_columns(getattr(options, "inducing_points", None), names, "inducing_points")
         X = as_inputs(X, "X", dtype=dtype, device=device).to(PARAMETER_DTYPE)
         if self.shards_data:  # before the first collective operation, which would hang
             check_same_on_all_ranks(f"X [N, {X.shape[1]}], y {_trailing_shape(y)}, "
@@ -131,17 +127,17 @@ class Model(ModelCore):
         x_scale = nonzero(x_std) if standardize_X else torch.ones_like(x_std)
         X = (X - x_shift) / x_scale
         num_data = count_rows(X, self.shards_data)
-        config, parts = self._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
+        config, parts = self._configure(X, options, x_shift, x_scale)
         # Per-column scale advice does not apply where the kernel fixes what each column means
         # (image pixels shared by every patch position refuse standardize_X).
         fixed = getattr(parts.get("kernel"), "input_dim", None) is not None
         problems = [] if standardize_X or fixed else input_scale_problems(X, names)
         y, target_buffers, target_config = self._prepare_targets(y, X.shape[0], device, parts,
-                                                                 **arguments)
+                                                                 options)
         config.update(target_config, dtype=dtype_name(dtype),
                       input_dim=X.shape[1], num_data=num_data,
                       feature_names=check_feature_names(names, X.shape[1], "the columns of X"))
-        problems += self._target_scale_problems(y, target_buffers, **arguments)
+        problems += self._target_scale_problems(y, target_buffers, options)
         if problems:
             warnings.warn(f"{type(self).__name__}: badly scaled data: {'; '.join(problems)}",
                           ScaleWarning, stacklevel=3)
@@ -156,7 +152,7 @@ class Model(ModelCore):
         self.X, self.y = X, y
         try:
             with self._pooled_data():
-                self._initialise(**arguments)
+                self._initialise(options)
         except ValueError as err:
             if "floor" not in str(err):
                 raise
@@ -188,19 +184,20 @@ class Model(ModelCore):
 
     @abstractmethod
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
-                         **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+                         options: O) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         """Validate the targets: (targets as the objective uses them, values of the target
         buffers that `_build` declares (e.g. the units of y), config entries they imply)."""
 
-    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], **arguments: Any
+    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], options: O
                                ) -> list[str]:
         """Badly scaled targets (regression models say; classifiers have labels)."""
         return []
 
-    def _configure(self, X: Tensor, *, kernel: Kernel | None, jitter: float,
-                   x_shift: Tensor, x_scale: Tensor, mean: Any = None, **arguments: Any
+    def _configure(self, X: Tensor, options: O, x_shift: Tensor, x_scale: Tensor
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Validate the arguments: (plain config, modules). Subclasses extend both."""
+        """Validate the options against the data: (plain config, modules). Subclasses extend
+        both."""
+        kernel = options.kernel
         if kernel is None:
             kernel = SquaredExponential(ard=True)
         if not isinstance(kernel, Kernel):
@@ -210,8 +207,8 @@ class Model(ModelCore):
                             "kernel per output) is for SGPR and SVGP with y [N, P]")
         # on the data's device from here on: inducing inputs given as tensors there are checked
         # against the kernel before the model moves as a whole
-        return {"jitter": check_jitter(jitter)}, {"kernel": kernel.to(X.device),
-                                                  "mean": as_mean(mean).to(X.device)}
+        return {"jitter": options.jitter}, {"kernel": kernel.to(X.device),
+                                            "mean": as_mean(options.mean).to(X.device)}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         """Declare the structure from a config and its modules (construction and `load`)."""
@@ -229,7 +226,7 @@ class Model(ModelCore):
         self._cache: tuple[Posterior, StateKey] | None = None
         self.metadata: dict[str, Any] = {}
 
-    def _initialise(self, **arguments: Any) -> None:
+    def _initialise(self, options: O) -> None:
         """Data-based starting values of the parameters the user did not give."""
         self.mean.initialise_from_data(self.X, self.y)
 

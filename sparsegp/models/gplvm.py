@@ -32,7 +32,6 @@ from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
 from ..training import fit_lbfgsb
 from ..validation import as_tensor, check_finite, model_dtype, one_or_per, positive_int
-from .base import check_jitter
 from .dtypes import dtype_name
 from .latent import (
     LatentInputModel,
@@ -42,6 +41,7 @@ from .latent import (
     outputs,
     pca_latents,
 )
+from .options import check_jitter
 
 
 class BayesianGPLVM(LatentInputModel):

@@ -11,7 +11,8 @@ from ..allocator import check_request
 from ..kernels.base import Kernel
 from ..objectives.exact import exact_factors, exact_objective
 from ..posteriors import ExactPosterior
-from .regression import GPModel
+from .options import RegressionOptions
+from .regression import Bounded, GPModel
 
 #: The N×N matrices the exact objective and its gradient hold at least, at their peak (the
 #: factor, and the gradient's ½(ααᵀ − C⁻¹): objectives/exact.py).
@@ -28,7 +29,7 @@ def check_exact_memory(n: int, itemsize: int = 8, device: Any = None,
                   device)
 
 
-class GPR(GPModel):
+class GPR(Bounded, GPModel[RegressionOptions]):
     """Exact GP regression (Rasmussen & Williams 2006, ch. 2).
 
     Shapes: X [N, D], y [N]. `kernel=None` is a squared exponential with ARD lengthscales;
@@ -62,9 +63,10 @@ class GPR(GPModel):
         noise_groups: Any = None, mean: Any = None, jitter: float = 0.0,
         standardize_X: bool = False, standardize_y: bool = True, dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
-                         noise_variance=noise_variance, noise_groups=noise_groups, mean=mean,
-                         jitter=jitter, standardize_y=standardize_y)
+        super().__init__(X, y, RegressionOptions(
+            kernel=kernel, noise_variance=noise_variance, noise_groups=noise_groups, mean=mean,
+            jitter=jitter, standardize_X=standardize_X, standardize_y=standardize_y,
+            dtype=dtype))
         # refused here rather than by the allocator's raw error at the first evaluation
         check_exact_memory(self.num_data, self.X.element_size(), self.device)
 

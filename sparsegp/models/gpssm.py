@@ -32,7 +32,6 @@ from ..validation import (
     positive_int,
     seeded_generator,
 )
-from .base import check_jitter
 from .dtypes import dtype_name
 from .gpssm_gibbs import Emission, PosteriorSamples, particle_gibbs
 from .latent import (
@@ -43,6 +42,7 @@ from .latent import (
     outputs,
     pca_latents,
 )
+from .options import check_jitter
 
 
 class GPSSM(LatentInputModel):

@@ -13,9 +13,9 @@ import torch
 from torch import Tensor
 
 from ..config import PARAMETER_DTYPE
-from ..diagnostics.report import ApproximationWarning
+from ..diagnostics.report import ApproximationWarning, Checked
 from ..kernels.base import Kernel
-from ..kernels.stationary import Matern12, RadialKernel
+from ..kernels.stationary import Matern12, RadialKernel, SquaredExponential
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.interpolated import Probes, Solution, evidence, solve_targets
 from ..posteriors import InterpolatedPosterior
@@ -27,6 +27,7 @@ from ..training import FitResult
 from ..training.stochastic import fit_adam
 from ..validation import check_seed
 from .fitting import FitOptions, TrainingPlan, default
+from .options import RegressionOptions
 from .regression import GPModel
 
 #: KISS-GP stores G^D grid values: beyond three input dimensions the grid does not fit.
@@ -40,7 +41,39 @@ EXACT_MAX_DATA = 2000
 MAX_SPACING = 0.5
 
 
-class KISSGP(GPModel):
+@dataclass(frozen=True, kw_only=True)
+class KISSGPOptions(RegressionOptions):
+    """`KISSGP`'s options: the grid, and the iterative methods' probes, preconditioner,
+    tolerance and ranks (the kernel: a radial one, SE with ARD lengthscales by default)."""
+
+    grid_size: Any
+    num_probes: int
+    preconditioner_rank: int
+    cg_tolerance: float
+    max_cg_iterations: int
+    lanczos_rank: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        kernel = SquaredExponential(ard=True) if self.kernel is None else self.kernel
+        if not isinstance(kernel, RadialKernel):
+            raise TypeError(f"KISSGP needs a stationary radial kernel (SquaredExponential, "
+                            f"Matern12/32/52); got {type(kernel).__name__}")
+        self._set("kernel", kernel)
+        for name in ("num_probes", "max_cg_iterations", "lanczos_rank", "preconditioner_rank"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < (
+                    0 if name == "preconditioner_rank" else 1):
+                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+            self._set(name, int(value))
+        if not (0.0 < float(self.cg_tolerance) < 1.0):
+            raise ValueError(f"cg_tolerance must lie in (0, 1); got {self.cg_tolerance!r}")
+        self._set("cg_tolerance", float(self.cg_tolerance))
+        self._set("seed", check_seed(self.seed))
+
+
+class KISSGP(GPModel[KISSGPOptions]):
     """GP regression with the structured-interpolation kernel W K_UU Wᵀ on a regular grid of
     `grid_size` points per input dimension (or one size per dimension), D ≤ 3.
 
@@ -83,55 +116,39 @@ class KISSGP(GPModel):
                  max_cg_iterations: int = 1000, lanczos_rank: int = 200, seed: int = 0,
                  mean: Any = None, standardize_X: bool = False, standardize_y: bool = True,
                  dtype: torch.dtype | None = None) -> None:
-        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
-                         grid_size=grid_size, noise_variance=noise_variance,
-                         num_probes=num_probes, preconditioner_rank=preconditioner_rank,
-                         cg_tolerance=cg_tolerance, max_cg_iterations=max_cg_iterations,
-                         lanczos_rank=lanczos_rank, seed=seed, mean=mean, jitter=0.0,
-                         standardize_y=standardize_y)
+        super().__init__(X, y, KISSGPOptions(
+            kernel=kernel, grid_size=grid_size, noise_variance=noise_variance,
+            num_probes=num_probes, preconditioner_rank=preconditioner_rank,
+            cg_tolerance=cg_tolerance, max_cg_iterations=max_cg_iterations,
+            lanczos_rank=lanczos_rank, seed=seed, mean=mean, jitter=0.0, noise_groups=None,
+            standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype))
 
-    # each model takes its own constructor arguments, passed on from __init__ by keyword
-    def _configure(self, X: Tensor, *, grid_size: Any, num_probes: int,  # type: ignore[override]
-                   preconditioner_rank: int, cg_tolerance: float, max_cg_iterations: int,
-                   lanczos_rank: int, seed: int, kernel: Kernel | None = None, **arguments: Any
+    def _configure(self, X: Tensor, options: KISSGPOptions, x_shift: Tensor, x_scale: Tensor
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
         D = X.shape[1]
         if D > MAX_INPUT_DIM:
             raise ValueError(f"KISS-GP needs a grid of G^D points: with D = {D} input dimensions "
                              f"that is too large (at most {MAX_INPUT_DIM}); use SGPR (inducing "
                              "points) or SVGP, or reduce the inputs' dimension first")
-        if kernel is None:
-            from ..kernels.stationary import SquaredExponential
-
-            kernel = SquaredExponential(ard=True)
-        if not isinstance(kernel, RadialKernel):
-            raise TypeError(f"KISSGP needs a stationary radial kernel (SquaredExponential, "
-                            f"Matern12/32/52); got {type(kernel).__name__}")
+        grid_size = options.grid_size
         sizes = ([grid_size] * D if isinstance(grid_size, numbers.Integral) else
                  list(grid_size) if isinstance(grid_size, (list, tuple)) else [])
         if len(sizes) != D or any(isinstance(g, bool) or not isinstance(g, numbers.Integral)
                                   or g < 8 for g in sizes):
             raise ValueError(f"grid_size must be an integer ≥ 8 or {D} of them (one per input "
                              f"dimension); got {grid_size!r}")
-        for name, value in (("num_probes", num_probes), ("max_cg_iterations", max_cg_iterations),
-                            ("lanczos_rank", lanczos_rank),
-                            ("preconditioner_rank", preconditioner_rank)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < (
-                    0 if name == "preconditioner_rank" else 1):
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
-        if not (0.0 < float(cg_tolerance) < 1.0):
-            raise ValueError(f"cg_tolerance must lie in (0, 1); got {cg_tolerance!r}")
-        config, parts = super()._configure(X, kernel=kernel, **arguments)
+        config, parts = super()._configure(X, options, x_shift, x_scale)
         start, spacing = grid_bounds(X, [int(g) for g in sizes])
-        config.update(grid_size=[int(g) for g in sizes], num_probes=int(num_probes),
-                      preconditioner_rank=int(preconditioner_rank),
-                      cg_tolerance=float(cg_tolerance), max_cg_iterations=int(max_cg_iterations),
-                      lanczos_rank=int(lanczos_rank), seed=check_seed(seed),
+        config.update(grid_size=[int(g) for g in sizes], num_probes=options.num_probes,
+                      preconditioner_rank=options.preconditioner_rank,
+                      cg_tolerance=options.cg_tolerance,
+                      max_cg_iterations=options.max_cg_iterations,
+                      lanczos_rank=options.lanczos_rank, seed=options.seed,
                       grid_start=start.tolist(), grid_spacing=spacing.tolist())
         return config, parts
 
-    def _initialise(self, **arguments: Any) -> None:
-        super()._initialise(**arguments)
+    def _initialise(self, options: KISSGPOptions) -> None:
+        super()._initialise(options)
         self._warn_coarse_grid(stacklevel=5)
 
     def grid_problems(self) -> list[str]:
@@ -156,8 +173,9 @@ class KISSGP(GPModel):
                           stacklevel=stacklevel)
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
-                         **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-        targets, buffers, config = super()._prepare_targets(y, n, device, parts, **arguments)
+                         options: KISSGPOptions
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        targets, buffers, config = super()._prepare_targets(y, n, device, parts, options)
         if config["noise"]:  # per point or per group: the structured solves take one σ²
             raise ValueError("KISSGP takes one noise_variance (a number): a noise variance per "
                              "point or noise_groups are for SGPR and GPR")
@@ -273,7 +291,7 @@ class KISSGP(GPModel):
             self._warn_coarse_grid(stacklevel=5)  # the caller of fit()
         return result
 
-    def diagnostics(self, **kwargs: Any) -> KISSDiagnostics:  # type: ignore[override]
+    def diagnostics(self, **kwargs: Any) -> KISSDiagnostics:
         """The estimated evidence, CG's iterations and residual, and (N ≤ 2000) the exact GP's
         evidence with the same kernel."""
         self._require_data()
@@ -301,7 +319,7 @@ class KISSGP(GPModel):
 
 
 @dataclass
-class KISSDiagnostics:
+class KISSDiagnostics(Checked):
     """What can be said of a KISS-GP fit: the estimated evidence of the interpolated model,
     the exact GP's with the same kernel where N is small, and how CG converged."""
 

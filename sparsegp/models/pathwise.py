@@ -2,8 +2,10 @@
 Gaussian process posteriors"): a posterior sample as a function, evaluable at any later input.
 
 Matheron's rule writes a posterior sample as a prior sample plus an update:
-f_s(·) = f_prior(·) + k(·, Z) Kuu⁻¹ (u_s − f_prior(Z)) with u_s ~ q(u), for inducing points Z
-(the sparse posteriors), and f_s(·) = f_prior(·) + k(·, X)(K + σ²I)⁻¹(y − f_prior(X) − ε),
+f_s(·) = f_prior(·) + k(·, u) Kuu⁻¹ (u_s − u_prior) with u_s ~ q(u) and u_prior the inducing
+variables of that same prior sample — f_prior(Z) for inducing points Z, its local averages,
+weighted sums or windowed Fourier coefficients for inter-domain features
+(`pathwise_features`) — for the sparse posteriors, and f_s(·) = f_prior(·) + k(·, X)(K + σ²I)⁻¹(y − f_prior(X) − ε),
 ε ~ N(0, σ²I), for the exact GP. The prior sample is drawn from R random Fourier features of
 the kernel's spectral density, f_prior(x) = φ(x)ᵀw with w ~ N(0, I) (`kernels.spectral`), so
 a sample costs O(R + M) per new point (O(R + N) for the exact GP) and the same function is
@@ -22,15 +24,17 @@ unfitted model with a long starting lengthscale may have) widen it too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ..features.inducing_points import InducingPoints
+from .. import covariances as cov
 from ..kernels.spectral import feature_map, spectral_samples
 from ..linalg import solve_lower, solve_lower_t
 from ..posteriors import ExactPosterior, Posterior, SparsePosterior
+from .pathwise_features import inducing_feature_map
 
 #: Random Fourier feature pairs of the prior sample, by default.
 DEFAULT_FEATURES = 1024
@@ -54,7 +58,8 @@ class PathwiseSamples:
         self._variance = kernel.value("variance").detach()
         self._w = torch.randn(2 * num_features, num_samples, generator=generator,
                               dtype=dtype).to(model.device)  # [2R, S]
-        self._centres, self._v = _update(posterior, self._prior, num_samples, generator)
+        self._cross, self._v = _update(posterior, self._prior, self._prior_inducing,
+                                       num_samples, generator)
         self.num_samples = num_samples
         self.num_features = num_features
 
@@ -62,10 +67,15 @@ class PathwiseSamples:
         """f_prior at X [N, D] -> [N, S]."""
         return feature_map(X, self._omega.to(X.dtype), self._variance).mT @ self._w.to(X.dtype)
 
+    def _prior_inducing(self, feature: nn.Module) -> Tensor:
+        """The inducing variables u [M, S] of the same prior samples (`pathwise_features`)."""
+        psi = inducing_feature_map(feature, self._omega, self._variance)  # [2R, M]
+        return psi.mT @ self._w.to(psi.dtype)
+
     def __call__(self, Xnew: Any) -> Any:
         with self._model._predicting(Xnew) as call:
             X = call.X
-            f = self._prior(X) + self._kernel.K(X, self._centres) @ self._v  # [N*, S]
+            f = self._prior(X) + self._cross(X) @ self._v  # [N*, S]
             if self._mean is not None:
                 f = f + self._mean(X).to(f.dtype)[:, None]
             scale = getattr(self._model, "y_scale", None)
@@ -93,9 +103,11 @@ def _absolute_jitter(L: Tensor, jitter: float) -> Tensor:
     return jitter * (L * L).sum(1).mean() / (1.0 + jitter)
 
 
-def _update(posterior: Posterior, prior: Any, S: int, generator: torch.Generator
-            ) -> tuple[Tensor, Tensor]:
-    """(centres C, weights v [|C|, S]) of the update term k(·, C) v of Matheron's rule."""
+def _update(posterior: Posterior, prior: Callable[[Tensor], Tensor],
+            prior_inducing: Callable[[nn.Module], Tensor], S: int,
+            generator: torch.Generator) -> tuple[Callable[[Tensor], Tensor], Tensor]:
+    """(k(·, C) as a function of X [N, D] -> [N, |C|], weights v [|C|, S]) of the update
+    term k(·, C) v of Matheron's rule: C the training inputs, or the inducing variables."""
     if isinstance(posterior, ExactPosterior):
         L, X = posterior.L, posterior.X
         # the jitter the factorisation added acts as more noise: L Lᵀ = K + σ²I + jI
@@ -103,27 +115,24 @@ def _update(posterior: Posterior, prior: Any, S: int, generator: torch.Generator
         eps = torch.randn(X.shape[0], S, generator=generator, dtype=L.dtype).to(L.device)
         residual = -(prior(X) + noise.sqrt().reshape(-1, 1) * eps)  # y enters through weights
         v = posterior.weights.reshape(-1, 1) + solve_lower_t(L, solve_lower(L, residual))
-        return X, v
-    if isinstance(posterior, SparsePosterior) and isinstance(posterior.feature, InducingPoints):
+        kernel = posterior.kernel
+        return (lambda Xs: kernel.K(Xs, X)), v
+    if isinstance(posterior, SparsePosterior):
         if posterior.num_latent != 1:
             raise ValueError("pathwise samples take one latent function; this posterior has "
                              f"{posterior.num_latent}")
-        L, q = posterior.L, posterior.q
-        Z = posterior.feature.Z
+        L, q, feature, kernel = posterior.L, posterior.q, posterior.feature, posterior.kernel
         M = L.shape[0]
         eps = torch.randn(M, S, generator=generator, dtype=L.dtype).to(L.device)
         root = q.root if q.root.dim() == 2 else q.root[0]
         # v_s ~ q(v) = N(m, S) in the whitened coordinates v = L⁻¹u
         white = q.mean + (solve_lower_t(root, eps) if q.precision else root @ eps)  # [M, S]
-        # the prior's u at Z, with the jitter of L Lᵀ = Kuu + jI drawn as well: the posterior
+        # the prior's u, with the jitter of L Lᵀ = Kuu + jI drawn as well: the posterior
         # that predict_f gives treats u's prior covariance as Kuu + jI
         extra = torch.randn(M, S, generator=generator, dtype=L.dtype).to(L.device)
-        u_prior = prior(Z) + _absolute_jitter(L, posterior.jitter).sqrt() * extra
+        u_prior = prior_inducing(feature) + _absolute_jitter(L, posterior.jitter).sqrt() * extra
         v = solve_lower_t(L, white - solve_lower(L, u_prior))  # Kuu⁻¹(u_s − u_prior)
-        return Z, v
-    raise TypeError(f"pathwise samples are available for the exact GP and for posteriors over "
-                    f"inducing points of one latent function; this model's posterior is "
-                    f"{type(posterior).__name__}"
-                    + (f" over {type(posterior.feature).__name__}" if isinstance(
-                        posterior, SparsePosterior) else "")
-                    + ": use predict_f_samples at the points you need")
+        return (lambda Xs: cov.Kuf(feature, kernel, Xs).mT), v
+    raise TypeError(f"pathwise samples are available for the exact GP and for sparse "
+                    f"posteriors of one latent function; this model's posterior is "
+                    f"{type(posterior).__name__}: use predict_f_samples at the points you need")

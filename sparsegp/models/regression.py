@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -20,14 +20,18 @@ from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value, at_least_above
 from ..training import FitResult
 from ..training.result import Snapshot
-from ..validation import as_output_targets, as_targets, check_bool, target_scale_problems
+from ..validation import as_output_targets, as_targets, target_scale_problems
 from .base import NOISE_FRACTION, Model
 from .fitting import FitOptions, restart_if_stuck
+from .options import RegressionOptions
 from .predictions import gaussian_log_density
 from .units import TargetUnits
 
+#: The options type of a regression model (`options.RegressionOptions` or a subclass).
+R = TypeVar("R", bound=RegressionOptions)
 
-class GPModel(TargetUnits, Model):
+
+class GPModel(TargetUnits, Model[R]):
     """A GP regression model with Gaussian noise; see `GPR` and `SGPR`.
 
     With `standardize_y` (the default) the model works on (y − mean)/std (`TargetUnits`);
@@ -41,16 +45,14 @@ class GPModel(TargetUnits, Model):
 
     noise_codes: Tensor | None  # buffer [N]: the noise variance of every point, or None
 
-    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
-                         standardize_y: bool = True, noise_variance: Any = None,
-                         noise_groups: Any = None, mean: Any = None, **arguments: Any
-                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         options: R) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         if self.multi_output:
             y = as_output_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
         else:
             y = as_targets(y, n, "y", device=device).to(PARAMETER_DTYPE)
-        noise, codes = noise_structure(noise_variance, noise_groups, n)
-        buffers = self._target_units(y, check_bool(standardize_y, "standardize_y"), noise, mean)
+        noise, codes = noise_structure(options.noise_variance, options.noise_groups, n)
+        buffers = self._target_units(y, options.standardize_y, noise, options.mean)
         targets = self._in_target_units(y, buffers)
         if codes is not None:
             buffers["noise_codes"] = codes
@@ -59,12 +61,11 @@ class GPModel(TargetUnits, Model):
             config["num_outputs"] = y.shape[1]
         return targets, buffers, config
 
-    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *,
-                               standardize_y: bool = True, mean: Any = None, **arguments: Any
+    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], options: R
                                ) -> list[str]:
         # a prior mean other than zero takes the offset (None and Zero() leave it to the GP)
-        zero_mean = isinstance(as_mean(mean), Zero)
-        if standardize_y:
+        zero_mean = isinstance(as_mean(options.mean), Zero)
+        if options.standardize_y:
             return []
         if y.dim() == 1:
             return target_scale_problems(y, zero_mean)
@@ -83,8 +84,9 @@ class GPModel(TargetUnits, Model):
         if "points" in noise:
             self.freeze("noise_variance")
 
-    def _initialise(self, *, noise_variance: Any = None, **arguments: Any) -> None:
-        super()._initialise(**arguments)
+    def _initialise(self, options: R) -> None:
+        super()._initialise(options)
+        noise_variance = options.noise_variance
         sv = self._target_signal_variance()
         self.kernel.initialise_from_data(self.X, sv)
         shape = self.value("noise_variance").shape
@@ -214,12 +216,6 @@ class GPModel(TargetUnits, Model):
         """The collapsed objective of a sparse model as a value (None: the exact GP)."""
         return None
 
-    def diagnostics(self, **kwargs: Any) -> Diagnostics:
-        """Is the approximation good? Bounds, their gap, noise and inducing-input checks.
-
-        See `sparsegp.diagnostics.diagnose` for the checks and their thresholds (`kwargs`).
-        """
-        return diagnose(self, **kwargs)
 
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False, *,
                 noise_variance: Any = None, noise_groups: Any = None,
@@ -341,3 +337,15 @@ def noise_structure(noise_variance: Any, noise_groups: Any, n: int
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Bounded:
+    """`diagnostics()` of the models whose objective bounds (or is) the exact evidence: GPR
+    and SGPR (the others report what they can, each in its own way)."""
+
+    def diagnostics(self, **kwargs: Any) -> Diagnostics:
+        """Is the approximation good? Bounds, their gap, noise and inducing-input checks.
+
+        See `sparsegp.diagnostics.diagnose` for the checks and their thresholds (`kwargs`).
+        """
+        return diagnose(self, **kwargs)

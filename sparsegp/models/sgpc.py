@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
@@ -11,7 +12,7 @@ from torch import Tensor
 from torch.distributions import Distribution
 
 from .. import covariances as cov
-from ..chunking import auto_chunk_size, check_chunk_size
+from ..chunking import auto_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..kernels.base import Kernel
@@ -30,10 +31,33 @@ from .base import Model
 from .fitting import FitOptions, TrainingPlan, default
 from .inducing import InducingMixin, resolve_feature
 from .labels import binary_classes, classifies, predicted_labels
+from .options import InducingOptions
 from .predictions import gaussian, label_distribution, tensor_of
 
 
-class SGPC(InducingMixin, Model):
+@dataclass(frozen=True, kw_only=True)
+class SGPCOptions(InducingOptions):
+    """`SGPC`'s options: the power α, the likelihood (None: Bernoulli with `link`), the
+    damping of the site updates."""
+
+    alpha: float
+    link: str
+    likelihood: Any
+    damping: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._set("alpha", cast(float, family("pep", self.alpha).alpha))  # Power EP's power
+        if not (isinstance(self.damping, numbers.Real) and 0.0 < self.damping <= 1.0):
+            raise ValueError(f"damping must lie in (0, 1]; got {self.damping!r}")
+        self._set("damping", float(self.damping))
+        likelihood = Bernoulli(link=self.link) if self.likelihood is None else self.likelihood
+        if not isinstance(likelihood, Likelihood) or likelihood.num_latent != 1:
+            raise TypeError("likelihood must be a sparsegp likelihood of one latent function")
+        self._set("likelihood", likelihood)
+
+
+class SGPC(InducingMixin, Model[SGPCOptions]):
     """Sparse GP classification with M inducing variables by Power EP (power `alpha` in (0, 1]).
 
     Labels y [N] in {0, 1} or {−1, +1}; `link` "probit" (closed-form EP moments at α = 1) or
@@ -68,32 +92,25 @@ class SGPC(InducingMixin, Model):
         inducing_init: str = "kmeans++", seed: int = 0, standardize_X: bool = False,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
-                         inducing_points=inducing_points, alpha=alpha, link=link,
-                         likelihood=likelihood, mean=mean, jitter=jitter, damping=damping,
-                         chunk_size=chunk_size, inducing_init=inducing_init, seed=seed)
+        super().__init__(X, y, SGPCOptions(
+            kernel=kernel, inducing_points=inducing_points, alpha=alpha, link=link,
+            likelihood=likelihood, mean=mean, jitter=jitter, damping=damping,
+            chunk_size=chunk_size, inducing_init=inducing_init, seed=seed,
+            standardize_X=standardize_X, dtype=dtype))
 
-    # each model takes its own constructor arguments, passed on from __init__ by keyword
-    def _configure(self, X: Tensor, *, inducing_points: Any, alpha: float, link: str,  # type: ignore[override]
-                   likelihood: Likelihood | None, damping: float, chunk_size: int | None,
-                   inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
-                   **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        alpha = cast(float, family("pep", alpha).alpha)  # Power EP's member has its power
-        if not (isinstance(damping, numbers.Real) and 0.0 < damping <= 1.0):
-            raise ValueError(f"damping must lie in (0, 1]; got {damping!r}")
-        if likelihood is None:
-            likelihood = Bernoulli(link=link)
-        if not isinstance(likelihood, Likelihood) or likelihood.num_latent != 1:
-            raise TypeError("likelihood must be a sparsegp likelihood of one latent function")
-        config, parts = super()._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
-        parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
-                                           inducing_init, seed)
-        parts["likelihood"] = likelihood
-        config.update(alpha=alpha, damping=float(damping), chunk_size=check_chunk_size(chunk_size))
+    def _configure(self, X: Tensor, options: SGPCOptions, x_shift: Tensor, x_scale: Tensor
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+        config, parts = super()._configure(X, options, x_shift, x_scale)
+        parts["feature"] = resolve_feature(options.inducing_points, parts["kernel"], X, x_shift,
+                                           x_scale, options.inducing_init, options.seed)
+        parts["likelihood"] = options.likelihood
+        config.update(alpha=options.alpha, damping=options.damping,
+                      chunk_size=options.chunk_size)
         return config, parts
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
-                         **arguments: Any) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+                         options: SGPCOptions
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         t = as_tensor(y, "y", device=device)
         if t.dim() == 2 and t.shape[1] == 1:
             t = t[:, 0]
@@ -115,7 +132,7 @@ class SGPC(InducingMixin, Model):
         self.register_buffer("tau", None, persistent=False)  # site precisions τ_n
         self.register_buffer("nu", None, persistent=False)  # site natural means ν_n
 
-    def _initialise(self, **arguments: Any) -> None:
+    def _initialise(self, options: SGPCOptions) -> None:
         self.mean.initialise_from_data(self.X, torch.zeros_like(self.y))  # latent f, not labels
         self.kernel.initialise_from_data(self.X, 1.0)
         self.tau, self.nu = torch.zeros_like(self.y), torch.zeros_like(self.y)

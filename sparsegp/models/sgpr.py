@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
@@ -9,7 +10,6 @@ from torch import Tensor
 
 from .. import covariances as cov
 from .. import distributed
-from ..chunking import check_chunk_size
 from ..config import DEFAULT_JITTER
 from ..kernels.base import Kernel
 from ..kernels.separate import separate_parts
@@ -27,12 +27,31 @@ from ..objectives.coregional import lmc_objective, lmc_posterior_q, lmc_upper_bo
 from ..posteriors import CoregionalPosterior, Posterior, SeparatePosterior, SparsePosterior
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_shared_feature
-from .regression import GPModel
+from .options import InducingOptions, RegressionOptions
+from .regression import Bounded, GPModel
 
 _COMPUTE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
 
 
-class SGPR(InducingMixin, CoregionalMixin, GPModel):
+@dataclass(frozen=True, kw_only=True)
+class SGPROptions(RegressionOptions, InducingOptions):
+    """`SGPR`'s options: the family member (`approximation`, `alpha`), block labels, the LMC's
+    mixing matrix, the dtype of the N·M² work."""
+
+    approximation: str
+    alpha: Any
+    blocks: Any
+    mixing: Any
+    compute_dtype: torch.dtype | None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.compute_dtype not in (None, torch.float32, torch.float64):
+            raise TypeError(f"compute_dtype must be torch.float32, torch.float64 or None; "
+                            f"got {self.compute_dtype!r}")
+
+
+class SGPR(Bounded, InducingMixin, CoregionalMixin, GPModel[SGPROptions]):
     """Sparse GP regression with M inducing variables, O(N M²) (Bui, Yan & Turner 2017).
 
     approximation: "vfe" (Titsias 2009, a lower bound on log p(y)), "fitc" (Snelson &
@@ -100,21 +119,18 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         compute_dtype: torch.dtype | None = None, inducing_init: str = "kmeans++", seed: int = 0,
         standardize_X: bool = False, standardize_y: bool = True, dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
-                         inducing_points=inducing_points, approximation=approximation,
-                         alpha=alpha, noise_variance=noise_variance, noise_groups=noise_groups,
-                         blocks=blocks, mean=mean, mixing=mixing,
-                         jitter=jitter,
-                         chunk_size=chunk_size, compute_dtype=compute_dtype,
-                         inducing_init=inducing_init, seed=seed, standardize_y=standardize_y)
+        super().__init__(X, y, SGPROptions(
+            kernel=kernel, inducing_points=inducing_points, approximation=approximation,
+            alpha=alpha, noise_variance=noise_variance, noise_groups=noise_groups, blocks=blocks,
+            mean=mean, mixing=mixing, jitter=jitter, chunk_size=chunk_size,
+            compute_dtype=compute_dtype, inducing_init=inducing_init, seed=seed,
+            standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype))
 
-    # each model takes its own constructor arguments, passed on from __init__ by keyword
-    def _configure(self, X: Tensor, *, inducing_points: Any, approximation: str,  # type: ignore[override]
-                   alpha: Any, blocks: Any, chunk_size: int | None, compute_dtype: Any,
-                   inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
-                   mixing: Any = None, **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        if mixing is not None and (blocks is not None or str(approximation).lower() not in
-                                   ("vfe", "dtc")):
+    def _configure(self, X: Tensor, options: SGPROptions, x_shift: Tensor, x_scale: Tensor
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+        approximation, alpha, blocks = options.approximation, options.alpha, options.blocks
+        if options.mixing is not None and (blocks is not None or str(approximation).lower()
+                                           not in ("vfe", "dtc")):
             raise ValueError("mixing (the linear model of coregionalisation) has a collapsed "
                              "bound for approximation='vfe' or 'dtc' without blocks; got "
                              f"approximation={approximation!r}" + (" with blocks" if blocks
@@ -122,25 +138,24 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
         fam, block_config, codes = (_block_family(approximation, alpha, blocks, X.shape[0])
                                     if blocks is not None
                                     else (family(approximation, alpha), None, None))
-        config, parts = super()._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
+        config, parts = super()._configure(X, options, x_shift, x_scale)
         parts["block_codes"] = codes
-        if compute_dtype not in (None, torch.float32, torch.float64):
-            raise TypeError(f"compute_dtype must be torch.float32, torch.float64 or None; "
-                            f"got {compute_dtype!r}")
-        chunk_size = check_chunk_size(chunk_size)
-        parts["feature"] = resolve_shared_feature(inducing_points, parts["kernel"], X, x_shift,
-                                                  x_scale, inducing_init, seed)
+        parts["feature"] = resolve_shared_feature(options.inducing_points, parts["kernel"], X,
+                                                  x_shift, x_scale, options.inducing_init,
+                                                  options.seed)
+        compute_dtype = options.compute_dtype
         config.update(blocks=block_config, approximation=fam.name,
                       alpha=fam.alpha if fam.name == "pep" else None,
-                      chunk_size=None if chunk_size is None else int(chunk_size),
+                      chunk_size=options.chunk_size,
                       compute_dtype=None if compute_dtype is None
                       else str(compute_dtype).replace("torch.", ""))
         return config, parts
 
-    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
-                         mixing: Any = None, **arguments: Any
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         options: SGPROptions
                          ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-        targets, buffers, config = super()._prepare_targets(y, n, device, parts, **arguments)
+        targets, buffers, config = super()._prepare_targets(y, n, device, parts, options)
+        mixing = options.mixing
         kernels = separate_parts(parts["kernel"])
         if kernels is not None and (targets.dim() != 2 or targets.shape[1] != len(kernels)
                                     or mixing is not None):
@@ -155,9 +170,9 @@ class SGPR(InducingMixin, CoregionalMixin, GPModel):
             config["mixing"] = list(mixing_matrix(mixing, targets.shape[1]).shape)
         return targets, buffers, config
 
-    def _initialise(self, *, mixing: Any = None, **arguments: Any) -> None:
-        super()._initialise(**arguments)
-        self._initialise_mixing(mixing)
+    def _initialise(self, options: SGPROptions) -> None:
+        super()._initialise(options)
+        self._initialise_mixing(options.mixing)
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)

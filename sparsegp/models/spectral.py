@@ -22,6 +22,7 @@ from torch import Tensor
 from ..chunking import auto_chunk_size, check_chunk_size
 from ..config import PARAMETER_DTYPE
 from ..diagnostics.convergence import material_nats
+from ..diagnostics.report import Checked
 from ..distributed import gathered_rows, global_sum, is_distributed
 from ..kernels.base import Kernel
 from ..kernels.spectral import feature_map, spectral_samples
@@ -33,6 +34,7 @@ from ..posteriors import FeaturePosterior
 from ..training.guard import guarded
 from ..validation import check_seed, seeded_generator
 from .fitting import FitOptions, TrainingPlan
+from .options import RegressionOptions
 from .regression import GPModel
 
 #: Data sets up to this size get the exact GP's evidence in `diagnostics()` for comparison.
@@ -70,7 +72,7 @@ class SpectralBasis(Parameterised):
 
 
 @dataclass
-class SpectralDiagnostics:
+class SpectralDiagnostics(Checked):
     """What can be said of a feature-map model's fit: its evidence, the exact GP's at the same
     hyperparameters where N is small enough, and warnings (always: it is not a bound)."""
 
@@ -94,7 +96,27 @@ class SpectralDiagnostics:
         return "\n".join(lines)
 
 
-class RFF(GPModel):
+@dataclass(frozen=True, kw_only=True)
+class RFFOptions(RegressionOptions):
+    """`RFF`'s and `SSGP`'s options: R spectral pairs, the seed of their draw, the rows per
+    chunk."""
+
+    num_features: int
+    seed: int
+    chunk_size: int | None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        R = self.num_features
+        if isinstance(R, bool) or not isinstance(R, numbers.Integral) or R < 1:
+            raise ValueError(f"num_features must be a positive integer (R spectral pairs); got "
+                             f"{R!r}")
+        self._set("num_features", int(R))
+        self._set("seed", check_seed(self.seed))
+        self._set("chunk_size", check_chunk_size(self.chunk_size))
+
+
+class RFF(GPModel[RFFOptions]):
     """Random Fourier features: `num_features` R spectral pairs drawn from the kernel's spectral
     density (SE, Matérn 1/2, 3/2, 5/2) with `seed`, fixed; the kernel's hyperparameters and the
     noise are fitted on the evidence of Bayesian linear regression in the 2R features.
@@ -125,23 +147,18 @@ class RFF(GPModel):
                  noise_variance: Any = None, seed: int = 0, *, mean: Any = None,
                  chunk_size: int | None = None, standardize_X: bool = False,
                  standardize_y: bool = True, dtype: torch.dtype | None = None) -> None:
-        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
-                         num_features=num_features, noise_variance=noise_variance, seed=seed,
-                         mean=mean, jitter=0.0, chunk_size=chunk_size,
-                         standardize_y=standardize_y)
+        super().__init__(X, y, RFFOptions(
+            kernel=kernel, num_features=num_features, noise_variance=noise_variance,
+            noise_groups=None, seed=seed, mean=mean, jitter=0.0, chunk_size=chunk_size,
+            standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype))
 
-    # each model takes its own constructor arguments, passed on from __init__ by keyword
-    def _configure(self, X: Tensor, *, num_features: Any, seed: int, chunk_size: int | None,  # type: ignore[override]
-                   **arguments: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        if (isinstance(num_features, bool) or not isinstance(num_features, numbers.Integral)
-                or num_features < 1):
-            raise ValueError(f"num_features must be a positive integer (R spectral pairs); got "
-                             f"{num_features!r}")
-        config, parts = super()._configure(X, **arguments)
-        epsilon = spectral_samples(parts["kernel"], int(num_features), X.shape[1],
-                                   seeded_generator(seed))
-        config.update(num_features=int(num_features), seed=check_seed(seed),
-                      chunk_size=check_chunk_size(chunk_size))
+    def _configure(self, X: Tensor, options: RFFOptions, x_shift: Tensor, x_scale: Tensor
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+        config, parts = super()._configure(X, options, x_shift, x_scale)
+        epsilon = spectral_samples(parts["kernel"], options.num_features, X.shape[1],
+                                   seeded_generator(options.seed))
+        config.update(num_features=options.num_features, seed=options.seed,
+                      chunk_size=options.chunk_size)
         parts["epsilon"] = epsilon
         return config, parts
 
@@ -154,8 +171,8 @@ class RFF(GPModel):
         self.basis = SpectralBasis(epsilon.to(PARAMETER_DTYPE), self.free_frequencies)
         self.chunk_size = config["chunk_size"]
 
-    def _initialise(self, **arguments: Any) -> None:
-        super()._initialise(**arguments)
+    def _initialise(self, options: RFFOptions) -> None:
+        super()._initialise(options)
         if self.free_frequencies:  # SSGP starts from the RFF draw at the initial lengthscales
             with torch.no_grad():
                 self.basis.frequencies.div_(self.kernel.value("lengthscale"))
@@ -213,7 +230,7 @@ class RFF(GPModel):
             warnings.warn(f"{type(self).__name__}: {'; '.join(serious)}",
                           ApproximationWarning, stacklevel=stacklevel)
 
-    def diagnostics(self, **kwargs: Any) -> SpectralDiagnostics:  # type: ignore[override]
+    def diagnostics(self, **kwargs: Any) -> SpectralDiagnostics:
         """The evidence, the exact GP's at the same hyperparameters (RFF, N ≤ 2000), and
         warnings: this evidence is not a bound on the GP's; more basis functions than data.
         With data sharded over torch.distributed ranks, of all ranks' rows (every rank calls

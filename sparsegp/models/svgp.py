@@ -10,37 +10,29 @@ from torch import Tensor, nn
 
 from .. import conditionals
 from .. import covariances as cov
-from ..chunking import auto_chunk_size, check_chunk_size
+from ..chunking import auto_chunk_size
 from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
-from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian
+from ..likelihoods import Gaussian
 from ..likelihoods.base import Likelihood
-from ..means import Mean, Zero, as_mean
+from ..means import Mean
 from ..objectives import svgp as objective
 from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
 from ..training import natural_gradient_step
-from ..validation import (
-    as_tensor,
-    check_bool,
-    check_finite,
-    positive_int,
-    target_scale_problems,
-)
 from .base import NOISE_FRACTION, Model
 from .core import ModelCore
-from .coregional import CoregionalMixin, mixing_matrix
-from .inducing import InducingMixin, resolve_feature
-from .labels import binary_classes
+from .coregional import CoregionalMixin
+from .inducing import InducingMixin
 from .svgp_diagnostics import SVGPDiagnostics
 from .svgp_predictions import SVGPPredictions
-from .svgp_targets import checked_outputs, output_targets, standardizes_y
+from .svgp_targets import SVGPData, SVGPOptions
 from .svgp_training import SVGPTraining
 from .units import TargetUnits
 
 
-class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, InducingMixin, CoregionalMixin,
-           TargetUnits, Model):
+class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, SVGPData, InducingMixin,
+           CoregionalMixin, TargetUnits, Model[SVGPOptions]):
     """The uncollapsed variational GP: q(u) = N(m, S) per latent function, any likelihood.
 
     Shapes: X [N, D], y [N]; or y [N, P] for P outputs with a Gaussian likelihood (its
@@ -96,88 +88,11 @@ class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, InducingMixin, Coregi
         standardize_y: bool | None = None, dtype: torch.dtype | None = None,
         mean_field: bool = False, mixing: Any = None,
     ) -> None:
-        super().__init__(X, y, dtype=dtype, standardize_X=standardize_X, kernel=kernel,
-                         likelihood=likelihood, inducing_points=inducing_points, whiten=whiten,
-                         num_latent=num_latent, mean=mean, jitter=jitter, chunk_size=chunk_size,
-                         inducing_init=inducing_init, seed=seed, mean_field=mean_field,
-                         mixing=mixing, standardize_y=standardize_y)
-
-    # each model takes its own constructor arguments, passed on from __init__ by keyword
-    def _configure(self, X: Tensor, *, likelihood: Likelihood | None, inducing_points: Any,  # type: ignore[override]
-                   whiten: bool, num_latent: int | None, chunk_size: int | None,
-                   inducing_init: str, seed: int, x_shift: Tensor, x_scale: Tensor,
-                   mean_field: bool = False, mixing: Any = None, **arguments: Any
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
-        likelihood = Gaussian() if likelihood is None else likelihood
-        if not isinstance(likelihood, Likelihood):
-            raise TypeError(f"likelihood must be a sparsegp likelihood; got {type(likelihood).__name__}")
-        C = likelihood.num_latent if num_latent is None else positive_int(num_latent, "num_latent")
-        if likelihood.num_latent > 1 and C != likelihood.num_latent:
-            raise ValueError(f"num_latent must be {likelihood.num_latent} for this likelihood; got {C}")
-        config, parts = super()._configure(X, x_shift=x_shift, x_scale=x_scale, **arguments)
-        parts["feature"] = resolve_feature(inducing_points, parts["kernel"], X, x_shift, x_scale,
-                                           inducing_init, seed)
-        parts["likelihood"] = likelihood
-        if mean_field and not isinstance(parts["feature"], Stacked):
-            raise ValueError("mean_field=True factorises q(u) over the inducing sets of Stacked "
-                             "features (a sum of kernels with one feature per part); got "
-                             f"{type(parts['feature']).__name__}")
-        config.update(whiten=check_bool(whiten, "whiten"), num_latent=C,
-                      chunk_size=check_chunk_size(chunk_size),
-                      mean_field=check_bool(mean_field, "mean_field"))
-        return config, parts
-
-    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any], *,
-                         mixing: Any = None, num_latent: int | None = None, mean: Any = None,
-                         standardize_y: bool | None = None, **arguments: Any
-                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-        standardize = standardizes_y(parts["likelihood"], standardize_y)
-        targets, extra, config = self._checked_targets(y, n, device, parts, mixing, num_latent,
-                                                       mean)
-        if not isinstance(parts["likelihood"], Gaussian):  # labels, counts: y as given
-            return targets, {**extra, "y_shift": torch.zeros((), dtype=PARAMETER_DTYPE),
-                             "y_scale": torch.ones((), dtype=PARAMETER_DTYPE)}, config
-        units = self._target_units(targets, standardize, mean=mean)  # as GPModel's
-        return self._in_target_units(targets, units), {**extra, **units}, config
-
-    def _checked_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
-                         mixing: Any, num_latent: int | None, mean: Any
-                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-        """The targets as given, checked for the likelihood (labels as codes)."""
-        t = as_tensor(y, "y", device=device)
-        W = None if mixing is None else mixing_matrix(mixing)
-        if (t.dim() == 2 and t.shape[1] > 1) or W is not None:
-            return output_targets(t, n, parts["likelihood"], W, num_latent, mean)
-        if t.dim() == 2 and t.shape[1] == 1:
-            t = t[:, 0]
-        if t.dim() != 1 or t.shape[0] != n:
-            raise ValueError(f"y must have one entry per row of X ({n}); got shape {tuple(t.shape)}")
-        likelihood = parts["likelihood"]
-        if num_latent is not None and int(num_latent) != likelihood.num_latent:
-            raise ValueError(f"num_latent must be {likelihood.num_latent} for one output and "
-                             f"{type(likelihood).__name__} (the others would go unused); got "
-                             f"{num_latent}: several outputs take y [N, P], or a mixing matrix")
-        if isinstance(likelihood, Gaussian) and likelihood.value("variance").numel() > 1:
-            raise ValueError(f"the Gaussian likelihood has {likelihood.value('variance').numel()} "
-                             "variances (one per output) but y has one output: give one number")
-        labels = likelihood.check_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
-        if isinstance(likelihood, Bernoulli):
-            parts["likelihood"].require_both_classes(labels)
-            return labels, {}, {"classes": binary_classes(y, t)}
-        return labels, {}, {}
-
-    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor], *, mean: Any = None,
-                               likelihood: Likelihood | None = None,
-                               standardize_y: bool | None = None, **arguments: Any
-                               ) -> list[str]:
-        """Badly scaled real-valued targets (Gaussian likelihoods, homo- or heteroscedastic;
-        labels and counts are what they are; standardised targets are well scaled)."""
-        likelihood = Gaussian() if likelihood is None else likelihood
-        if (not isinstance(likelihood, (Gaussian, HeteroscedasticGaussian)) or y.dim() != 1
-                or standardizes_y(likelihood, standardize_y)):
-            return []
-        return target_scale_problems(y, isinstance(as_mean(mean), Zero),
-                                     standardize=isinstance(likelihood, Gaussian))
+        super().__init__(X, y, SVGPOptions(
+            kernel=kernel, likelihood=likelihood, inducing_points=inducing_points, whiten=whiten,
+            num_latent=num_latent, mean=mean, jitter=jitter, chunk_size=chunk_size,
+            inducing_init=inducing_init, seed=seed, mean_field=mean_field, mixing=mixing,
+            standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype))
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
         super()._build(config, parts)
@@ -204,8 +119,8 @@ class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, InducingMixin, Coregi
                                  f"variables for every latent function; got {blocks} (SGPR "
                                  "takes different numbers)")
 
-    def _initialise(self, mixing: Any = None, **arguments: Any) -> None:
-        self._initialise_mixing(mixing)
+    def _initialise(self, options: SVGPOptions) -> None:
+        self._initialise_mixing(options.mixing)
         if self.y.dim() == 1:  # several outputs: no prior mean (refused), y may hold NaN
             latent = self.likelihood.latent_start(self.y)  # a constant starts at y's mean
             self.mean.initialise_from_data(self.X, torch.zeros_like(self.y) if latent is None
@@ -325,35 +240,6 @@ class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, InducingMixin, Coregi
                              "has mean_field=True (fit() trains its q(u) by Adam)")
         return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
                                      self.q_mu, self.q_sqrt, gamma)
-
-    def internal_batch(self, Xb: Any, yb: Any) -> tuple[Tensor, Tensor]:
-        """A batch (X, y) in the user's units as the objective takes it (internal units)."""
-        return self._internal_inputs(Xb, "a batch of X"), self._internal_targets(yb)
-
-    def _internal_targets(self, yb: Any, name: str = "a batch of y", rows: int | None = None
-                          ) -> Tensor:
-        """Targets in the units of y (checked as `_batch_targets`) in the internal units the
-        objective takes: (y − y_shift)/y_scale under a Gaussian likelihood, labels as they
-        are."""
-        t = self._batch_targets(yb, name, rows)
-        if not isinstance(self.likelihood, Gaussian):
-            return t
-        return self._in_target_units(t, {"y_shift": self.y_shift, "y_scale": self.y_scale})
-
-    def _batch_targets(self, yb: Any, name: str = "a batch of y", rows: int | None = None
-                       ) -> Tensor:
-        """Targets checked like y (for `rows` inputs, when given): finite for one output, NaN
-        marking missing entries of several."""
-        t = as_tensor(yb, name, dtype=self.dtype, device=self.device)
-        if self._config.get("num_outputs"):
-            n = t.shape[0] if rows is None else rows
-            return checked_outputs(t.reshape(t.shape[0], -1) if t.dim() else t, n,
-                                    self.num_outputs, name)
-        t = t.reshape(-1)
-        if rows is not None and t.shape[0] != rows:
-            raise ValueError(f"{name} must have one entry per row of Xnew ({rows}); got "
-                             f"{t.shape[0]}")
-        return self.likelihood.check_targets(check_finite(t, name).to(PARAMETER_DTYPE))
 
     # -- persistence ----------------------------------------------------------------------
     @classmethod

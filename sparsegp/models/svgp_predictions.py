@@ -10,9 +10,9 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Distribution
 
+from ..conditionals import mix_outputs
 from ..likelihoods import Gaussian
 from ..likelihoods.base import Likelihood
-from ..objectives import svgp as objective
 from .labels import classifies, predicted_labels
 from .predictions import Call, label_distribution, tensor_of
 
@@ -58,15 +58,7 @@ class SVGPPredictions(_MixinBase):
             raise ValueError("full_cov (over the points) and full_output_cov (over the outputs "
                              "at each point) cannot both be asked for")
         mean, var = self._latent(call, full_cov)
-        W = None if self.mixing_matrix is None else self.mixing_matrix.to(mean.dtype)
-        if full_output_cov:
-            Wt = torch.eye(self.num_latent, dtype=mean.dtype, device=mean.device) if W is None else W
-            return objective.mix(mean, var, W)[0], torch.einsum("pl,nl,ql->npq", Wt, var, Wt)
-        if W is None:
-            return mean, var
-        if full_cov:
-            return mean @ W.mT, torch.einsum("pl,lnm->pnm", W * W, var)
-        return objective.mix(mean, var, W)
+        return mix_outputs(mean, self.mixing_matrix, var, None, full_cov, full_output_cov)
 
     def predict_f(self, Xnew: Any, full_cov: bool = False, full_output_cov: bool = False
                   ) -> tuple[Any, Any]:

@@ -1,19 +1,64 @@
-"""SVGP's targets: whether y is standardised, and the checks of several outputs (NaN marks
-a missing one) with the latent functions they imply."""
+"""SVGP's data: its options (`SVGPOptions`), the checks of the options against the data and
+of the targets against the likelihood (several outputs: NaN marks a missing one), whether y
+is standardised, and the batches the objective takes (`SVGPData`, a mixin of `SVGP`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from ..config import PARAMETER_DTYPE
-from ..likelihoods import Gaussian
+from ..features.stacked import Stacked
+from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian
 from ..likelihoods.base import Likelihood
 from ..means import Zero, as_mean
-from ..validation import as_output_targets
+from ..validation import (
+    as_output_targets,
+    as_tensor,
+    check_bool,
+    check_finite,
+    positive_int,
+    target_scale_problems,
+)
 from .coregional import mixing_matrix
+from .inducing import resolve_feature
+from .labels import binary_classes
+from .options import InducingOptions
+
+if TYPE_CHECKING:  # the mixin's methods use the model's attributes
+    from .base import Model as _MixinBase
+else:
+    _MixinBase = object
+
+
+@dataclass(frozen=True, kw_only=True)
+class SVGPOptions(InducingOptions):
+    """`SVGP`'s options: the likelihood (None: Gaussian), whitening, the number of latent
+    functions, standardising y (None: for a Gaussian likelihood), q(u) factorised over
+    inducing sets, the LMC's mixing matrix."""
+
+    likelihood: Any
+    whiten: bool
+    num_latent: int | None
+    standardize_y: bool | None
+    mean_field: bool
+    mixing: Any
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._set("whiten", check_bool(self.whiten, "whiten"))
+        self._set("mean_field", check_bool(self.mean_field, "mean_field"))
+        if self.num_latent is not None:
+            self._set("num_latent", positive_int(self.num_latent, "num_latent"))
+        likelihood = Gaussian() if self.likelihood is None else self.likelihood
+        if not isinstance(likelihood, Likelihood):
+            raise TypeError(f"likelihood must be a sparsegp likelihood; got "
+                            f"{type(likelihood).__name__}")
+        self._set("likelihood", likelihood)
+
 
 
 def standardizes_y(likelihood: Likelihood, standardize_y: bool | None) -> bool:
@@ -66,3 +111,108 @@ def output_targets(t: Tensor, n: int, likelihood: Likelihood, W: Tensor | None,
     config: dict[str, Any] = {"num_outputs": P, "num_latent": C,
                               "mixing": None if W is None else list(W.shape)}
     return y, {}, config
+
+
+class SVGPData(_MixinBase):
+    """How `SVGP` takes its data: the options checked against X, the targets against the
+    likelihood (in the units the objective takes), and batches of new data."""
+
+    def _configure(self, X: Tensor, options: SVGPOptions, x_shift: Tensor, x_scale: Tensor
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+        likelihood = options.likelihood
+        C = likelihood.num_latent if options.num_latent is None else options.num_latent
+        if likelihood.num_latent > 1 and C != likelihood.num_latent:
+            raise ValueError(f"num_latent must be {likelihood.num_latent} for this likelihood; got {C}")
+        config, parts = super()._configure(X, options, x_shift, x_scale)
+        parts["feature"] = resolve_feature(options.inducing_points, parts["kernel"], X, x_shift,
+                                           x_scale, options.inducing_init, options.seed)
+        parts["likelihood"] = likelihood
+        if options.mean_field and not isinstance(parts["feature"], Stacked):
+            raise ValueError("mean_field=True factorises q(u) over the inducing sets of Stacked "
+                             "features (a sum of kernels with one feature per part); got "
+                             f"{type(parts['feature']).__name__}")
+        config.update(whiten=options.whiten, num_latent=C, chunk_size=options.chunk_size,
+                      mean_field=options.mean_field)
+        return config, parts
+
+    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         options: SVGPOptions
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        mean = options.mean
+        standardize = standardizes_y(parts["likelihood"], options.standardize_y)
+        targets, extra, config = self._checked_targets(y, n, device, parts, options.mixing,
+                                                       options.num_latent, mean)
+        if not isinstance(parts["likelihood"], Gaussian):  # labels, counts: y as given
+            return targets, {**extra, "y_shift": torch.zeros((), dtype=PARAMETER_DTYPE),
+                             "y_scale": torch.ones((), dtype=PARAMETER_DTYPE)}, config
+        m: Any = self  # the SVGP this mixin is part of (with its TargetUnits)
+        units = m._target_units(targets, standardize, mean=mean)  # as GPModel's
+        return m._in_target_units(targets, units), {**extra, **units}, config
+
+    def _checked_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
+                         mixing: Any, num_latent: int | None, mean: Any
+                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        """The targets as given, checked for the likelihood (labels as codes)."""
+        t = as_tensor(y, "y", device=device)
+        W = None if mixing is None else mixing_matrix(mixing)
+        if (t.dim() == 2 and t.shape[1] > 1) or W is not None:
+            return output_targets(t, n, parts["likelihood"], W, num_latent, mean)
+        if t.dim() == 2 and t.shape[1] == 1:
+            t = t[:, 0]
+        if t.dim() != 1 or t.shape[0] != n:
+            raise ValueError(f"y must have one entry per row of X ({n}); got shape {tuple(t.shape)}")
+        likelihood = parts["likelihood"]
+        if num_latent is not None and int(num_latent) != likelihood.num_latent:
+            raise ValueError(f"num_latent must be {likelihood.num_latent} for one output and "
+                             f"{type(likelihood).__name__} (the others would go unused); got "
+                             f"{num_latent}: several outputs take y [N, P], or a mixing matrix")
+        if isinstance(likelihood, Gaussian) and likelihood.value("variance").numel() > 1:
+            raise ValueError(f"the Gaussian likelihood has {likelihood.value('variance').numel()} "
+                             "variances (one per output) but y has one output: give one number")
+        labels = likelihood.check_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
+        if isinstance(likelihood, Bernoulli):
+            parts["likelihood"].require_both_classes(labels)
+            return labels, {}, {"classes": binary_classes(y, t)}
+        return labels, {}, {}
+
+    def _target_scale_problems(self, y: Tensor, buffers: dict[str, Tensor],
+                               options: SVGPOptions) -> list[str]:
+        """Badly scaled real-valued targets (Gaussian likelihoods, homo- or heteroscedastic;
+        labels and counts are what they are; standardised targets are well scaled)."""
+        likelihood = options.likelihood
+        if (not isinstance(likelihood, (Gaussian, HeteroscedasticGaussian)) or y.dim() != 1
+                or standardizes_y(likelihood, options.standardize_y)):
+            return []
+        return target_scale_problems(y, isinstance(as_mean(options.mean), Zero),
+                                     standardize=isinstance(likelihood, Gaussian))
+
+    def internal_batch(self, Xb: Any, yb: Any) -> tuple[Tensor, Tensor]:
+        """A batch (X, y) in the user's units as the objective takes it (internal units)."""
+        return self._internal_inputs(Xb, "a batch of X"), self._internal_targets(yb)
+
+    def _internal_targets(self, yb: Any, name: str = "a batch of y", rows: int | None = None
+                          ) -> Tensor:
+        """Targets in the units of y (checked as `_batch_targets`) in the internal units the
+        objective takes: (y − y_shift)/y_scale under a Gaussian likelihood, labels as they
+        are."""
+        m: Any = self  # the SVGP this mixin is part of
+        t = self._batch_targets(yb, name, rows)
+        if not isinstance(m.likelihood, Gaussian):
+            return t
+        return m._in_target_units(t, {"y_shift": m.y_shift, "y_scale": m.y_scale})
+
+    def _batch_targets(self, yb: Any, name: str = "a batch of y", rows: int | None = None
+                       ) -> Tensor:
+        """Targets checked like y (for `rows` inputs, when given): finite for one output, NaN
+        marking missing entries of several."""
+        m: Any = self  # the SVGP this mixin is part of
+        t = as_tensor(yb, name, dtype=m.dtype, device=m.device)
+        if m._config.get("num_outputs"):
+            n = t.shape[0] if rows is None else rows
+            return checked_outputs(t.reshape(t.shape[0], -1) if t.dim() else t, n,
+                                    m.num_outputs, name)
+        t = t.reshape(-1)
+        if rows is not None and t.shape[0] != rows:
+            raise ValueError(f"{name} must have one entry per row of Xnew ({rows}); got "
+                             f"{t.shape[0]}")
+        return m.likelihood.check_targets(check_finite(t, name).to(PARAMETER_DTYPE))

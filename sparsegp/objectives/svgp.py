@@ -50,16 +50,6 @@ def marginals(kernel: Kernel, feature: object, Xb: Tensor, L: Tensor, q: Whitene
     return mean, var.clamp_min(1e-12)  # the likelihoods' expectations need var > 0
 
 
-def mix(mean: Tensor, var: Tensor, W: Tensor | None) -> tuple[Tensor, Tensor]:
-    """The outputs f = W g of the linear model of coregionalisation (LMC) from the marginals of
-    L latent functions g that are independent under q: mean Wμ and variance (W ⊙ W)v per
-    point. Shapes: mean, var [B, L], W [P, L] -> [B, P] (W None: g itself)."""
-    if W is None:
-        return mean, var
-    W = W.to(mean.dtype)
-    return mean @ W.mT, var @ (W * W).mT
-
-
 def expected_log_likelihood(likelihood: Likelihood, mean: Tensor, var: Tensor, y: Tensor) -> Tensor:
     """Σ_n E_q(f_n)[log p(y_n | f_n)] for means/variances [B, C]; targets y [B, P] of P
     outputs (a likelihood of one latent function per output; NaN marks a missing output,
@@ -85,7 +75,8 @@ def elbo(kernel: Kernel, feature: object, likelihood: Likelihood, X: Tensor, y: 
     q = conditionals.from_parameters(L, q_mu, q_sqrt, whiten)
     data = L.new_zeros(())
     for sl in chunk_slices(X.shape[0], chunk_size):
-        mean, var = mix(*marginals(kernel, feature, X[sl], L, q), mixing)
+        mean, var = marginals(kernel, feature, X[sl], L, q)
+        mean, var = conditionals.mix_outputs(mean, mixing, var)
         if prior_mean is not None:
             mean = conditionals.with_prior_mean(mean, prior_mean(X[sl]).to(mean.dtype))
         data = data + expected_log_likelihood(likelihood, mean, var, y[sl])

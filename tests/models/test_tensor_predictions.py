@@ -369,9 +369,6 @@ def test_pathwise_samples_are_differentiable_and_refuse_what_they_cannot_do():
     with pytest.raises(TypeError, match="spectral density"):
         sg.SGPR(X, Y, inducing_points=X[::5],
                 kernel=sg.kernels.Periodic()).pathwise_samples(2)
-    with pytest.raises(TypeError, match="inducing points of one latent function"):
-        sg.SGPR(X, Y, inducing_points=sg.features.Multiscale(X[::5], np.full((6, 2), 0.3))
-                ).pathwise_samples(2)
     with pytest.raises(ValueError, match="one latent function"):
         sg.SGPR(X, np.c_[Y, Y], inducing_points=X[::5]).pathwise_samples(2)
     with pytest.raises(ValueError, match="num_features"):
