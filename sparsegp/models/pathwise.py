@@ -1,25 +1,25 @@
 """Pathwise posterior samples (Wilson et al. 2020, "Efficiently sampling functions from
 Gaussian process posteriors"): a posterior sample as a function, evaluable at any later input.
 
-Matheron's rule writes a posterior sample as a prior sample plus an update:
-f_s(·) = f_prior(·) + k(·, u) Kuu⁻¹ (u_s − u_prior) with u_s ~ q(u) and u_prior the inducing
-variables of that same prior sample — f_prior(Z) for inducing points Z, its local averages,
-weighted sums or windowed Fourier coefficients for inter-domain features
-(`pathwise_features`) — for the sparse posteriors, and f_s(·) = f_prior(·) + k(·, X)(K + σ²I)⁻¹(y − f_prior(X) − ε),
-ε ~ N(0, σ²I), for the exact GP. The prior sample is drawn from R random Fourier features of
-the kernel's spectral density, f_prior(x) = φ(x)ᵀw with w ~ N(0, I) (`kernels.spectral`), so
-a sample costs O(R + M) per new point (O(R + N) for the exact GP) and the same function is
-evaluated wherever it is asked — e.g. by an optimiser, one point after another. The update
-term is exact; the prior's random features make its covariance an unbiased estimate whose
-error shrinks as 1/√R. Near the data, where the posterior variance is a small part of the
-prior's, that error matters most: with the squared exponential's Gaussian spectral density
-the covariance of close points is estimated well (R = 4000 pairs: variances within a few per
-cent of the exact ones, tested), while the heavy-tailed densities of the Matérn kernels
-(Student t; Cauchy for ν = 1/2) estimate it poorly — variances near the data off by tens of
-per cent at R = 4000, still ~5 % at R = 64000. For Matérn kernels near the data, prefer
-`predict_f_samples` (exact joint samples at given points). The update multiplies the prior's error by
-Kuu⁻¹ (or (K + σ²I)⁻¹): badly conditioned inducing inputs (many per lengthscale, as an
-unfitted model with a long starting lengthscale may have) widen it too.
+Matheron's rule writes a posterior sample as a prior sample plus an update: f_s(·) = f_prior(·)
++ k(·, u) Kuu⁻¹ (u_s − u_prior) with u_s ~ q(u) and u_prior the inducing variables of that same
+prior sample — f_prior(Z) for inducing points Z, its local averages, weighted sums or windowed
+Fourier coefficients for inter-domain features (`pathwise_features`) — for the sparse
+posteriors, and f_s(·) = f_prior(·) + k(·, X)(K + σ²I)⁻¹(y − f_prior(X) − ε), ε ~ N(0, σ²I),
+for the exact GP. The prior sample is drawn from R random Fourier features of the kernel's
+spectral density, f_prior(x) = φ(x)ᵀw with w ~ N(0, I) (`kernels.spectral`), so a sample costs
+O(R + M) per new point (O(R + N) for the exact GP) and the same function is evaluated wherever
+it is asked — e.g. by an optimiser, one point after another. The update term is exact; the
+prior's random features make its covariance an unbiased estimate whose error shrinks as 1/√R.
+Near the data, where the posterior variance is a small part of the prior's, that error matters
+most: with the squared exponential's Gaussian spectral density the covariance of close points
+is estimated well (R = 4000 pairs: variances within a few per cent of the exact ones, tested),
+while the heavy-tailed densities of the Matérn kernels (Student t; Cauchy for ν = 1/2) estimate
+it poorly — variances near the data off by tens of per cent at R = 4000, still ~5 % at R =
+64000. For Matérn kernels near the data, prefer `predict_f_samples` (exact joint samples at
+given points). The update multiplies the prior's error by Kuu⁻¹ (or (K + σ²I)⁻¹): badly
+conditioned inducing inputs (many per lengthscale, as an unfitted model with a long starting
+lengthscale may have) widen it too.
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ import torch
 
 import sparsegp as sg
 from sparsegp import covariances as cov
-from sparsegp.kernels.spectral import spectral_samples
+from sparsegp.kernels.spectral import feature_map, spectral_samples
 from sparsegp.models.pathwise_features import inducing_feature_map
-from sparsegp.kernels.spectral import feature_map
 
 RNG = np.random.default_rng(3)
 X2 = RNG.uniform(-2, 2, (7, 2))
