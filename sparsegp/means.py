@@ -61,6 +61,10 @@ class Mean(Registered, Parameterised, ABC):
         [1.0, 3.0]
     """
 
+    #: Parameters with one value per input column (a linear mean's weights): what a
+    #: model's summary labels with the columns' names.
+    per_input: tuple[str, ...] = ()
+
     registry = Registry("mean")
 
     def __init__(self) -> None:
@@ -177,6 +181,8 @@ class Linear(Mean):
         >>> tuple(m.mean.weights.shape), round(m.mean.bias.item(), 6)
         ((1,), 1.5)
     """
+
+    per_input = ("weights",)
 
     weights: Tensor
     bias: Tensor

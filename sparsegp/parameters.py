@@ -4,7 +4,9 @@ A positive parameter ``name`` is stored as the unconstrained ``nn.Parameter`` ``
 with value ``floor + softplus(raw)``; an unconstrained one (inducing inputs) is stored as
 ``name`` itself. Optimisers, `state_dict()` and `fit()` all see the raw tensors; users read
 and write plain values through properties. Every parameter can be frozen and can carry a
-prior log-density, which the models then add to their training objective.
+prior log-density, which the models then add to their training objective. A positive parameter
+may be given bounds (`set_bounds`): its value is then ``lower + (upper − lower) σ(raw)``, with
+the bounds kept in the buffer ``bounds_<name>`` so that `state_dict()` carries them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,21 @@ def inverse_softplus_floor(value: Tensor, floor: float) -> Tensor:
     return x + torch.log(-torch.expm1(-x))
 
 
+def bounded(raw: Tensor, lower: float, upper: float) -> Tensor:
+    """lower + (upper − lower) σ(raw), elementwise: a value in [lower, upper] for every raw."""
+    return lower + (upper - lower) * torch.sigmoid(raw)
+
+
+def inverse_bounded(value: Tensor, lower: float, upper: float) -> Tensor:
+    """Inverse of `bounded`: raw = logit((value − lower)/(upper − lower)) (value inside)."""
+    p = (value - lower) / (upper - lower)
+    return torch.log(p) - torch.log1p(-p)
+
+
+#: A bounded positive parameter `name` keeps its bounds [lower, upper] in this buffer + name.
+BOUNDS_PREFIX = "bounds_"
+
+
 def at_least_above(t: Tensor, floor: float) -> Tensor:
     """t with values at (or below) `floor` raised to the next float above it: the least value
     a positive parameter with that floor takes (the constructors and setters refuse the floor
@@ -61,6 +78,7 @@ class Parameterised(nn.Module):
         self._floors: dict[str, float] = {}
         self._max_dims: dict[str, int] = {}  # of the positive parameters: 0 scalar, 1 vector, …
         self._priors: dict[str, Prior] = {}
+        self._bounds: dict[str, tuple[float, float]] = {}  # of bounded positive parameters
 
     # -- declaring parameters -------------------------------------------------------------
     def _add_positive(self, name: str, value: Any, floor: float, max_dim: int = 1) -> None:
@@ -113,6 +131,9 @@ class Parameterised(nn.Module):
     def value(self, name: str) -> Tensor:
         """The constrained value of a parameter of this module, differentiable."""
         if name in self._floors:
+            bounds = self._bounds.get(name)
+            if bounds is not None:
+                return bounded(getattr(self, "raw_" + name), *bounds)
             return softplus_floor(getattr(self, "raw_" + name), self._floors[name])
         return getattr(self, name)
 
@@ -151,7 +172,12 @@ class Parameterised(nn.Module):
         floor = module._floors[leaf]
         max_dim = module._max_dims.get(leaf, max(1, raw.dim()))
         t = module._checked_positive(name, value, floor, max_dim).to(raw.dtype)
-        new_raw = inverse_softplus_floor(t, floor).to(raw.device)
+        bounds = module._bounds.get(leaf)
+        if bounds is not None:
+            _check_within(name, t, bounds)
+            new_raw = inverse_bounded(t, *bounds).to(raw.device)
+        else:
+            new_raw = inverse_softplus_floor(t, floor).to(raw.device)
         if reshape and new_raw.shape != raw.shape:
             p = nn.Parameter(new_raw, requires_grad=raw.requires_grad)
             module.register_parameter("raw_" + leaf, p)
@@ -199,6 +225,84 @@ class Parameterised(nn.Module):
                 leaf = leaf[4:]
             names.append(".".join([*path, leaf]))
         return names
+
+    # -- bounds ---------------------------------------------------------------------------
+    def set_bounds(self, name: str, lower: float | None, upper: float | None = None) -> None:
+        """Keep the positive parameter `name` (dotted, as 'kernel.lengthscale') within
+        [lower, upper] during `fit()` and every later assignment; `set_bounds(name, None)`
+        removes them (back to its floor and softplus).
+
+        The value is kept: it is re-expressed as lower + (upper − lower) σ(raw), so it must
+        lie strictly inside the bounds already (else a ValueError: assign one inside with
+        `set_value` first). The bounds are finite numbers with floor ≤ lower < upper, shared
+        by every element of an ARD parameter, and in the units the parameter is stored in
+        (a model's internal units, as `set_value`). Assigning a value outside them is refused
+        with a ValueError; `state_dict()` carries them (buffer ``bounds_<name>``), so saved
+        models and `load_state_dict` restore them. The optimiser sees the raw tensor, whose
+        gradient vanishes as the value approaches a bound.
+
+        Example:
+
+            >>> import sparsegp as sg
+            >>> k = sg.kernels.SquaredExponential(lengthscale=[1.0, 2.0])
+            >>> k.set_bounds("lengthscale", 0.1, 10.0)
+            >>> k.bounds("lengthscale"), k.lengthscale.round(6).tolist()
+            ((0.1, 10.0), [1.0, 2.0])
+            >>> _ = k.raw_lengthscale.data.fill_(1e3)  # any raw value: inside the bounds
+            >>> k.lengthscale.round(6).tolist()
+            [10.0, 10.0]
+        """
+        module, leaf = self._resolve(name)
+        if leaf not in module._floors:
+            raise TypeError(f"{name} is not a positive parameter: bounds apply to positive "
+                            "parameters (lengthscales, variances, ...) only")
+        raw = module._raw(leaf)
+        current = module.value(leaf).detach()
+        floor = module._floors[leaf]
+        if lower is None:
+            if upper is not None:
+                raise ValueError(f"give both bounds of {name}, or None alone to remove them")
+            module._drop_bounds(leaf)
+            new_raw = inverse_softplus_floor(at_least_above(current, floor), floor)
+        else:
+            bounds = _checked_bounds(name, lower, upper, floor)
+            _check_within(name, current, bounds, "its current value ")
+            new_raw = inverse_bounded(current, *bounds)
+            module._install_bounds(leaf, bounds)
+        with torch.no_grad():
+            raw.copy_(new_raw)
+
+    def bounds(self, name: str) -> tuple[float, float] | None:
+        """The (lower, upper) bounds of the parameter `name`, or None where it has none."""
+        module, leaf = self._resolve(name)
+        return module._bounds.get(leaf)
+
+    def _install_bounds(self, leaf: str, bounds: tuple[float, float]) -> None:
+        raw = self._raw(leaf)
+        self._bounds[leaf] = bounds
+        self.register_buffer(BOUNDS_PREFIX + leaf,
+                             torch.tensor(bounds, dtype=raw.dtype, device=raw.device))
+
+    def _drop_bounds(self, leaf: str) -> None:
+        self._bounds.pop(leaf, None)
+        self._buffers.pop(BOUNDS_PREFIX + leaf, None)
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any, **kwargs: Any
+                              ) -> None:
+        # the bounds come with the raw values they give meaning to: install (or drop) them
+        # before the values are read
+        for leaf in self._floors:
+            saved = state_dict.get(prefix + BOUNDS_PREFIX + leaf)
+            if saved is None:
+                self._drop_bounds(leaf)
+                continue
+            if not isinstance(saved, Tensor) or saved.numel() != 2:
+                raise ValueError(f"{prefix}{BOUNDS_PREFIX}{leaf} must hold two numbers "
+                                 "(lower, upper)")
+            lower, upper = (float(v) for v in saved.reshape(-1))
+            self._install_bounds(leaf, _checked_bounds(prefix + leaf, lower, upper,
+                                                       self._floors[leaf]))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # -- freezing and priors --------------------------------------------------------------
     def freeze(self: ParameterisedT, *names: str) -> ParameterisedT:
@@ -287,6 +391,30 @@ def _broadcasts(shape: torch.Size, target: torch.Size) -> bool:
         return torch.broadcast_shapes(shape, target) == target
     except RuntimeError:
         return False
+
+
+def _checked_bounds(name: str, lower: Any, upper: Any, floor: float) -> tuple[float, float]:
+    """(lower, upper) as floats: finite, floor ≤ lower < upper, else a ValueError."""
+    try:
+        lo, hi = float(lower), float(upper)
+    except (TypeError, ValueError):
+        raise ValueError(f"the bounds of {name} must be two numbers (lower, upper); got "
+                         f"{lower!r}, {upper!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and floor <= lo < hi):
+        raise ValueError(f"the bounds of {name} must be finite with {floor:g} (its floor) ≤ "
+                         f"lower < upper; got ({lo:g}, {hi:g})")
+    return lo, hi
+
+
+def _check_within(name: str, t: Tensor, bounds: tuple[float, float], what: str = "") -> None:
+    """A ValueError unless every element of t lies strictly inside the bounds."""
+    lower, upper = bounds
+    outside = (t <= lower) | (t >= upper)
+    if bool(outside.any()):
+        first = ", ".join(f"{v:.4g}" for v in t[outside].flatten()[:3].tolist())
+        raise ValueError(f"{name} must lie strictly inside its bounds ({lower:g}, {upper:g}); "
+                         f"{what}{first} does not (assign a value inside them, or change them "
+                         f"with set_bounds)")
 
 
 #: At most this many labelled entries are listed under a parameter; a last row counts the rest.

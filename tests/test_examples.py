@@ -48,3 +48,14 @@ def test_classification_example_runs_and_writes_its_figure(tmp_path):
               if line.startswith(("SGPC", "SVGP"))]
     assert len(errors) == 4 and max(errors) < 0.3
     assert (tmp_path / "classification_2d.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_streaming_example_runs_and_the_stream_keeps_up_with_the_batch_fit():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "streaming_sgpr.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 6
+    for row in rows[1:]:
+        stream, batch, new_only = (float(v) for v in row[4:7])
+        assert stream < 1.1 * batch and stream < new_only

@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import sparsegp as sg
-from sparsegp.parameters import inverse_softplus_floor, softplus_floor
+from sparsegp.parameters import bounded, inverse_bounded, inverse_softplus_floor, softplus_floor
 
 from .conftest import make_problem
 
@@ -184,3 +184,103 @@ def test_noise_of_the_latent_input_models_keeps_its_shape_through_save_and_load(
         lvm.save(tmp_path / "g.pt")
         np.testing.assert_allclose(sg.load(tmp_path / "g.pt").noise_variance, noise,
                                    rtol=1e-12)
+
+
+# -- bounds -------------------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(st.floats(-700.0, 700.0), st.floats(1e-6, 10.0), st.floats(1e-3, 1e3))
+def test_a_bounded_value_lies_within_its_bounds_for_every_raw_value(raw, lower, width):
+    upper = lower + width
+    v = bounded(torch.tensor(raw, dtype=torch.float64), lower, upper)
+    assert lower <= float(v) <= upper
+    inside = torch.tensor(lower + 0.37 * width, dtype=torch.float64)
+    back = bounded(inverse_bounded(inside, lower, upper), lower, upper)
+    assert float(back) == pytest.approx(float(inside), rel=1e-12)
+
+
+def test_set_bounds_keeps_the_value_and_holds_it_within_them():
+    k = sg.kernels.SquaredExponential(lengthscale=[0.5, 2.0], variance=1.3)
+    X = torch.randn(6, 2, dtype=torch.float64)
+    K0 = k.K(X).detach()
+    raw0 = k.raw_lengthscale
+    k.set_bounds("lengthscale", 0.1, 10.0)
+    assert k.bounds("lengthscale") == (0.1, 10.0) and k.bounds("variance") is None
+    assert k.raw_lengthscale is raw0  # in place: optimisers built before still train it
+    np.testing.assert_allclose(k.lengthscale, [0.5, 2.0], rtol=1e-13)
+    torch.testing.assert_close(k.K(X).detach(), K0, rtol=1e-12, atol=0)
+    with torch.no_grad():
+        k.raw_lengthscale.copy_(torch.tensor([-1e4, 1e4]))
+    np.testing.assert_allclose(k.lengthscale, [0.1, 10.0], rtol=1e-15)
+    k.lengthscale = [0.2, 9.0]  # assignments inside: as before
+    np.testing.assert_allclose(k.lengthscale, [0.2, 9.0], rtol=1e-13)
+    k.set_bounds("lengthscale", None)  # removed: the value stays, the floor's transform is back
+    assert k.bounds("lengthscale") is None and "bounds_lengthscale" not in k.state_dict()
+    np.testing.assert_allclose(k.lengthscale, [0.2, 9.0], rtol=1e-13)
+    torch.testing.assert_close(k.raw_lengthscale.detach(),
+                               inverse_softplus_floor(torch.tensor([0.2, 9.0], dtype=torch.float64),
+                                                      k._floors["lengthscale"]))
+
+
+def test_bounds_refuse_values_outside_and_bad_bounds():
+    k = sg.kernels.SquaredExponential(lengthscale=2.0, variance=1.0)
+    for lower, upper in ((0.0, 1.0), (3.0, 3.0), (5.0, 1.0), (0.1, float("inf")),
+                         (float("nan"), 1.0)):
+        with pytest.raises(ValueError, match="bounds of lengthscale must be finite"):
+            k.set_bounds("lengthscale", lower, upper)
+    with pytest.raises(ValueError, match=r"strictly inside its bounds \(3, 4\); its current "
+                       r"value 2 does not"):
+        k.set_bounds("lengthscale", 3.0, 4.0)
+    assert k.bounds("lengthscale") is None and k.lengthscale == pytest.approx(2.0)
+    k.set_bounds("lengthscale", 1.0, 4.0)
+    for value in (4.0, 0.5, 7.0):
+        with pytest.raises(ValueError, match=r"lengthscale must lie strictly inside its bounds "
+                           r"\(1, 4\)"):
+            k.lengthscale = value
+    assert k.lengthscale == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="give both bounds"):
+        k.set_bounds("lengthscale", None, 3.0)
+    X, y = make_problem(8, N=20)
+    m = sg.SGPR(X, y, inducing_points=4)
+    with pytest.raises(TypeError, match="feature.Z is not a positive parameter"):
+        m.set_bounds("feature.Z", 0.1, 1.0)
+    with pytest.raises(KeyError, match="no parameter named 'kernel.nope'"):
+        m.set_bounds("kernel.nope", 0.1, 1.0)
+
+
+def test_fit_stays_within_the_bounds():
+    X, y = make_problem(9)
+    free = sg.GPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=1.0))
+    free.fit()
+    assert free.kernel.lengthscale > 0.8  # the bounds below hold it away from its optimum
+    m = sg.GPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=0.3))
+    m.set_bounds("kernel.lengthscale", 0.1, 0.5)
+    assert m.fit().success
+    assert 0.45 < m.kernel.lengthscale <= 0.5
+    assert m.log_marginal_likelihood() < free.log_marginal_likelihood()
+
+
+def test_bounds_travel_with_the_state_dict_and_saved_models(tmp_path):
+    X, y = make_problem(10, N=20)
+    m = sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=[0.7, 1.2]),
+                inducing_points=5)
+    m.set_bounds("kernel.lengthscale", 0.5, 1.5)
+    m.set_bounds("kernel.variance", 0.01, 100.0)
+    m.fit(maxiter=30)
+    m.save(tmp_path / "m.pt")
+    loaded = sg.load(tmp_path / "m.pt")
+    assert loaded.bounds("kernel.lengthscale") == (0.5, 1.5)
+    assert loaded.bounds("kernel.variance") == (0.01, 100.0)
+    np.testing.assert_allclose(loaded.kernel.lengthscale, m.kernel.lengthscale, rtol=1e-14)
+    for a, b in zip(loaded.predict(X[:4]), m.predict(X[:4])):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    # into a model built without bounds, and bounds dropped where the state has none
+    fresh = sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=[1.0, 1.0]),
+                    inducing_points=5)
+    fresh.load_state_dict(m.state_dict())
+    assert fresh.bounds("kernel.lengthscale") == (0.5, 1.5)
+    np.testing.assert_allclose(fresh.kernel.lengthscale, m.kernel.lengthscale, rtol=1e-14)
+    plain = sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=[0.9, 0.8]),
+                    inducing_points=5)
+    fresh.load_state_dict(plain.state_dict())
+    assert fresh.bounds("kernel.lengthscale") is None
+    np.testing.assert_allclose(fresh.kernel.lengthscale, [0.9, 0.8], rtol=1e-13)

@@ -19,6 +19,7 @@ from .. import covariances as cov
 from ..chunking import chunk_slices
 from ..distributed import all_reduce_
 from ..features.inducing_points import InducingPoints
+from ..kernels.active import Active
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel, Stationary
 
@@ -26,12 +27,15 @@ from ..kernels.stationary import RadialKernel, Stationary
 def shortest_lengthscale(kernel: Kernel) -> Tensor | None:
     """Elementwise shortest lengthscale ([] or [D]) over the radial parts of a kernel.
 
-    None when there is none, or when another stationary part (periodic) has a lengthscale
-    that is not a distance in input units: compare correlations instead.
+    None when there is none, when another stationary part (periodic) has a lengthscale
+    that is not a distance in input units, or when a part sees only some input columns
+    (`kernels.Active`: its lengthscales are not those of every column): compare correlations
+    instead.
     """
     ell = None
     for part in kernel.modules():
-        if isinstance(part, Stationary) and not isinstance(part, RadialKernel):
+        if isinstance(part, Active) or (isinstance(part, Stationary)
+                                        and not isinstance(part, RadialKernel)):
             return None
         if isinstance(part, RadialKernel):
             v = part.value("lengthscale").detach()

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ..distributed import all_reduce_
+from ..kernels.active import columns_seen
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel
 
@@ -40,11 +41,14 @@ def far_lengthscales(kernel: Kernel, X: Tensor, sharded: bool = False) -> str | 
     """The trainable lengthscales of `kernel` (its radial parts) above `FAR_EXTENTS`
     times the inputs' extent, described ("lengthscale 1e+04 (1.7e+03 × the inputs' extent
     5.99)"), or None when there are none."""
-    extent = input_extent(X, sharded)
+    full = input_extent(X, sharded)
+    seen = columns_seen(kernel, list(range(full.shape[0])))
     found = []
     for name, part in kernel.named_modules():
         if not isinstance(part, RadialKernel) or not part._raw("lengthscale").requires_grad:
             continue
+        columns = seen[id(part)]  # a part inside `kernels.Active` sees some columns only
+        extent = full[columns]
         ell = part.value("lengthscale").detach()
         if ell.dim() == 0:
             span = extent.norm()
@@ -56,8 +60,9 @@ def far_lengthscales(kernel: Kernel, X: Tensor, sharded: bool = False) -> str | 
             for d in torch.nonzero(far).flatten().tolist():
                 found.append(f"{name + '.' if name else ''}lengthscale[{d}] {float(ell[d]):.3g} "
                              f"({float(ell[d] / extent[d]):.3g} × the extent {float(extent[d]):.3g}"
-                             f" of input column {d})")
+                             f" of input column {columns[d]})")
     return "; ".join(found) if found else None
+
 
 
 def data_based_values(kernel: Kernel, X: Tensor, signal_variance: float) -> dict[str, Tensor]:

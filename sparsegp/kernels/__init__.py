@@ -2,6 +2,9 @@
 
 Shapes: X [N, D], X2 [N2, D] (torch tensors) -> K(X, X2) [N, N2], K_diag(X) [N]. Unset
 hyperparameters (None) are given data-based starting values by the model that owns the kernel.
+`Active(kernel, dims)` restricts a kernel to some input columns (sums of them: additive
+models); `ChangePoints` switches between kernels along one column; `ArcCosine` is the
+infinitely wide one-layer network; `SpectralMixture` a mixture of Gaussian spectral densities.
 
 Example:
 
@@ -12,13 +15,17 @@ Example:
     ((5, 5), (5, 2), (5,))
 """
 
+from .active import Active
+from .arccosine import ArcCosine
 from .base import Kernel, Product, Sum, kernel_from_config
+from .changepoints import ChangePoints
 from .convolutional import Convolutional
 from .linear import Constant, Linear
 from .periodic import Periodic
 from .polynomial import Polynomial
 from .rational_quadratic import RationalQuadratic
 from .separate import Separate
+from .spectral_mixture import SpectralMixture
 from .stationary import (
     Matern12,
     Matern32,
@@ -33,5 +40,6 @@ RBF = SquaredExponential
 __all__ = [
     "Kernel", "Sum", "Product", "Stationary", "RadialKernel", "SquaredExponential", "RBF", "Matern12",
     "Matern32", "Matern52", "RationalQuadratic", "Linear", "Constant", "Polynomial", "Periodic",
-    "Convolutional", "Separate", "kernel_from_config",
+    "Convolutional", "Separate", "ArcCosine", "SpectralMixture", "ChangePoints", "Active",
+    "kernel_from_config",
 ]

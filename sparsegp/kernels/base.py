@@ -54,6 +54,10 @@ class Kernel(Registered, Parameterised, ABC):
     #: The number of input columns the kernel requires, or None for any (most kernels).
     input_dim: int | None = None
 
+    #: Parameters with one value per input column when given so (ARD lengthscales, a linear
+    #: kernel's variances): what a model's summary labels with the columns' names.
+    per_input: tuple[str, ...] = ()
+
     #: Elementary evaluations in one k(x, x') (Q² for a convolutional kernel over Q patches):
     #: memory budgets of chunked passes scale with it.
     evaluation_cost: int = 1

@@ -14,6 +14,7 @@ from .base import Kernel, as_inputs, check_input_pair
 
 class _VarianceOnly(Kernel):
     variance_dims = 1  # the variance may be one per input (ARD); 0: a scalar
+    per_input: tuple[str, ...] = ("variance",)
 
     def __init__(self, variance: Any = None) -> None:
         super().__init__()
@@ -82,6 +83,7 @@ class Constant(_VarianceOnly):
     """
 
     variance_dims = 0
+    per_input = ()
 
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         check_input_pair(X, X2)

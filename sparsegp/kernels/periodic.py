@@ -33,6 +33,8 @@ class Periodic(Stationary):
         (1.0, True, 0.5)
     """
 
+    per_input = ("lengthscale", "period")
+
     def __init__(
         self, lengthscale: Any = None, variance: Any = None, period: Any = None, *, ard: bool = False
     ) -> None:

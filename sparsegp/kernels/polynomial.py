@@ -38,6 +38,7 @@ class Polynomial(_VarianceOnly):
     """
 
     variance_dims = 0  # one variance
+    per_input = ()
 
     def __init__(self, degree: int = 2, variance: Any = None, offset: Any = 1.0) -> None:
         if (isinstance(degree, bool) or not isinstance(degree, numbers.Integral)

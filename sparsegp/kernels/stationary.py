@@ -102,6 +102,8 @@ class Stationary(Kernel):
         [2.0, 2.0, 2.0]
     """
 
+    per_input: tuple[str, ...] = ("lengthscale",)
+
     def __init__(self, lengthscale: Any = None, variance: Any = None, *, ard: bool = False) -> None:
         super().__init__()
         self.ard = bool(ard) or (lengthscale is not None and np.ndim(lengthscale) == 1)

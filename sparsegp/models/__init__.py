@@ -10,7 +10,8 @@ from .regression import GPModel
 from .sgpc import SGPC
 from .sgpr import SGPR
 from .spectral import RFF, SSGP
+from .streaming import StreamingSGPR
 from .svgp import SVGP
 
 __all__ = ["Model", "BayesianGPLVM", "GPSSM", "KISSGP", "GPModel", "GPR", "SGPR", "SGPC", "SVGP",
-           "RFF", "SSGP", "load"]
+           "RFF", "SSGP", "StreamingSGPR", "load"]

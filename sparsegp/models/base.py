@@ -39,6 +39,7 @@ from ..distributed import (
     is_distributed,
     pooled_rows,
 )
+from ..kernels.active import columns_seen
 from ..kernels.base import Kernel
 from ..kernels.separate import Separate
 from ..kernels.stationary import SquaredExponential
@@ -59,7 +60,7 @@ from ..validation import (
 )
 from .core import PARTS, ModelCore
 from .dtypes import dtype_name
-from .fitting import FitOptions, TrainingPlan, default
+from .fitting import FitOptions, TrainingPlan, default, stall_nats
 from .options import ModelOptions
 from .predictions import prediction_inputs
 from .state import StateKey
@@ -296,15 +297,18 @@ class Model(ModelCore, Generic[O]):
 
     def training_plan(self, options: FitOptions) -> TrainingPlan:
         """L-BFGS-B on the objective (+ log priors): `maxiter` (1000), `tol`, `progress`,
-        `callback`; see `training.fit_lbfgsb`. With `diagnose` (where the model takes it;
-        default True) the fitted model is then checked (`_check_fit`)."""
+        `callback`; see `training.fit_lbfgsb`. Without `tol` it stops once 10 iterations
+        gain less than N/10⁴ nats (`fitting.stall_nats`); `tol` gives scipy's tolerances.
+        With `diagnose` (where the model takes it; default True) the fitted model is then
+        checked (`_check_fit`)."""
         return TrainingPlan("L-BFGS-B on the objective", self.fit_options, self._fit_lbfgsb)
 
     def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
         with threads_for(self.evaluation_work()):
             result = fit_lbfgsb(self, maxiter=default(options.maxiter, 1000), tol=options.tol,
                                 progress=options.progress, callback=options.callback,
-                                lockstep=self.shards_data and is_distributed())
+                                lockstep=self.shards_data and is_distributed(),
+                                stall_nats=stall_nats(self.num_data, options))
         if ("diagnose" in self.fit_options and options.diagnose is not False
                 and not result.interrupted):
             self._check_fit(stacklevel=5)
@@ -336,9 +340,7 @@ class Model(ModelCore, Generic[O]):
         are listed by column name."""
         names = self.feature_names
         if labels is None and names is not None:
-            labels = {name: names for name, value, *_ in self.named_values()
-                      if name.split(".")[0] in ("kernel", "mean") and value.dim() == 1
-                      and value.shape[0] == len(names)}
+            labels = self._column_labels(names)
         table = super().summary(labels)
         standardised = [what for what, scale in (("X", self.x_scale),
                                                  ("y", getattr(self, "y_scale", None)))
@@ -348,6 +350,22 @@ class Model(ModelCore, Generic[O]):
                       "standardised; model.noise_variance and model.inducing_points give "
                       "them in your units)")
         return table
+
+    def _column_labels(self, names: list[str]) -> dict[str, list[str]]:
+        """The per-input parameters of the kernel and the mean (`per_input`) with one value
+        per column they see (a kernel inside `kernels.Active` sees its `dims`), by name."""
+        everything = list(range(len(names)))
+        seen = columns_seen(self.kernel, everything)
+        labels = {}
+        for prefix, root in (("kernel", self.kernel), ("mean", self.mean)):
+            for path, part in root.named_modules():
+                columns = seen.get(id(part), everything)
+                for leaf in getattr(part, "per_input", ()):
+                    value = part.value(leaf)
+                    if value.dim() == 1 and value.shape[0] == len(columns):
+                        labels[".".join(p for p in (prefix, path, leaf) if p)] = [
+                            names[c] for c in columns]
+        return labels
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(N={self._num_data}, D={self.input_dim})\n{self.summary()}"

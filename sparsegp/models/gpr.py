@@ -11,6 +11,7 @@ from ..allocator import check_request
 from ..kernels.base import Kernel
 from ..objectives.exact import exact_factors, exact_objective
 from ..posteriors import ExactPosterior
+from .conditioning import Conditioning
 from .options import RegressionOptions
 from .regression import Bounded, GPModel
 
@@ -29,7 +30,7 @@ def check_exact_memory(n: int, itemsize: int = 8, device: Any = None,
                   device)
 
 
-class GPR(Bounded, GPModel[RegressionOptions]):
+class GPR(Conditioning, Bounded, GPModel[RegressionOptions]):
     """Exact GP regression (Rasmussen & Williams 2006, ch. 2).
 
     Shapes: X [N, D], y [N]. `kernel=None` is a squared exponential with ARD lengthscales;

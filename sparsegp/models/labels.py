@@ -14,11 +14,11 @@ from torch import Tensor
 
 
 def classifies(likelihood: Any) -> bool:
-    """True for the classification likelihoods (Bernoulli, MultiClass): their models' `predict`
-    gives labels and `predict_proba` probabilities."""
-    from ..likelihoods import Bernoulli, MultiClass  # parts sit below models
+    """True for the classification likelihoods (Bernoulli, MultiClass, Ordinal): their models'
+    `predict` gives labels and `predict_proba` probabilities."""
+    from ..likelihoods import Bernoulli, MultiClass, Ordinal  # parts sit below models
 
-    return isinstance(likelihood, (Bernoulli, MultiClass))
+    return isinstance(likelihood, (Bernoulli, MultiClass, Ordinal))
 
 
 def binary_classes(y: Any, t: Tensor) -> list:

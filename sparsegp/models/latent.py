@@ -36,7 +36,7 @@ from ..validation import (
     seeded_generator,
 )
 from .core import ModelCore
-from .fitting import FitOptions, TrainingPlan, default
+from .fitting import FitOptions, TrainingPlan, default, stall_nats
 from .predictions import gaussian_log_density, prediction_inputs
 from .state import StateKey
 
@@ -203,10 +203,15 @@ class LatentInputModel(ModelCore):
                             self.fit_options - {"maxiter", "tol"}, self._fit_minibatch,
                             "the full-batch L-BFGS-B fit (no batch_size)")
 
+    def _data_rows(self) -> int:
+        """The observed rows (the GP-LVM's points, the GPSSM's time steps): the stall rule's N."""
+        return max(1, int(self._config.get("num_data") or self._config.get("num_steps") or 1))
+
     def _fit_collapsed(self, o: FitOptions) -> FitResult:
         with threads_for(self.evaluation_work()):
             return fit_lbfgsb(self, maxiter=default(o.maxiter, 1000), tol=o.tol,
-                              progress=o.progress, callback=o.callback)
+                              progress=o.progress, callback=o.callback,
+                              stall_nats=stall_nats(self._data_rows(), o))
 
     def _fit_minibatch(self, o: FitOptions) -> FitResult:
         batch_size = o.batch_size  # checked by fit_minibatch

@@ -172,6 +172,11 @@ class Predicting:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}")
         model: Any = self
+        fantasies = getattr(model, "num_fantasies", None)
+        if fantasies is not None:
+            raise ValueError(f"pathwise samples take one posterior; this model holds {fantasies} "
+                             "fantasies (condition on one set of targets per model, or use "
+                             "predict_f_samples, whose samples carry the fantasies)")
         generator = _generator(0 if seed is None else seed, torch.device("cpu"))
         if generator is None or generator.device.type != "cpu":
             raise ValueError("pathwise_samples takes an int seed or a CPU torch.Generator")

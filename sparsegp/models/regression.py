@@ -239,7 +239,11 @@ class GPModel(TargetUnits, Model[R]):
                 if include_noise:
                     n = call.X.shape[0]
                     noise = self._new_noise(n, noise_variance, noise_groups).to(var.dtype)
-                    var = var + (torch.diag_embed(noise.expand(n)) if full_cov else noise)
+                    if full_cov:
+                        noise = torch.diag_embed(noise.expand(n))
+                    elif var.dim() == 2 and noise.dim() == 1:  # columns: outputs, fantasies
+                        noise = noise[:, None]
+                    var = var + noise
             s = self.y_scale
             return call.out(mean * s + self.y_shift, var * s * s)
 

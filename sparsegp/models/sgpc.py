@@ -316,19 +316,23 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
 
     @property
     def classifies(self) -> bool:
-        """True under the Bernoulli likelihood (the default): `predict` gives labels."""
+        """True under a classification likelihood (Bernoulli, the default, or Ordinal):
+        `predict` gives labels."""
         return classifies(self.likelihood)
 
     def predict_proba(self, Xnew: Any) -> Any:
-        """P(y* = 1) [N*] (probit: Φ(m*/√(1 + v*))); Bernoulli likelihood only."""
+        """P(y* = 1) [N*] under the Bernoulli likelihood (probit: Φ(m*/√(1 + v*))), the K
+        class probabilities [N*, K] under `Ordinal`; classification likelihoods only."""
         if not self.classifies:
-            raise TypeError(f"predict_proba needs the Bernoulli likelihood; this SGPC's is "
+            raise TypeError(f"predict_proba needs a classification likelihood (Bernoulli or "
+                            f"Ordinal); this SGPC's is "
                             f"{type(self.likelihood).__name__}: use predict_y")
         return self.predict_y(Xnew)[0]
 
     def predict(self, Xnew: Any) -> Any:
-        """Predicted labels [N*], in the label values of the training data (Bernoulli); under
-        another likelihood the moments of the latent f* (`predict_f`), as every model's."""
+        """Predicted labels [N*], in the label values of the training data (Bernoulli,
+        Ordinal); under another likelihood the moments of the latent f* (`predict_f`), as
+        every model's."""
         if not self.classifies:
             return self.predict_f(Xnew)
         return predicted_labels(self.predict_proba(Xnew), self.classes)

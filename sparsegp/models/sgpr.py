@@ -25,6 +25,8 @@ from ..objectives.collapsed import (
 )
 from ..objectives.coregional import lmc_objective, lmc_posterior_q, lmc_upper_bound
 from ..posteriors import CoregionalPosterior, Posterior, SeparatePosterior, SparsePosterior
+from .classes import MODELS
+from .conditioning import Conditioning
 from .coregional import CoregionalMixin, mixing_matrix
 from .inducing import InducingMixin, resolve_shared_feature
 from .options import InducingOptions, RegressionOptions
@@ -51,7 +53,7 @@ class SGPROptions(RegressionOptions, InducingOptions):
                             f"got {self.compute_dtype!r}")
 
 
-class SGPR(Bounded, InducingMixin, CoregionalMixin, GPModel[SGPROptions]):
+class SGPR(Conditioning, Bounded, InducingMixin, CoregionalMixin, GPModel[SGPROptions]):
     """Sparse GP regression with M inducing variables, O(N M²) (Bui, Yan & Turner 2017).
 
     approximation: "vfe" (Titsias 2009, a lower bound on log p(y)), "fitc" (Snelson &
@@ -225,6 +227,15 @@ class SGPR(Bounded, InducingMixin, CoregionalMixin, GPModel[SGPROptions]):
         if self._blocking is None or self._blocking[0] is not codes:
             self._blocking = (codes, make_blocking(codes, self._block_alpha.to(codes.device)))
         return self._blocking[1]
+
+    def update(self, X_new: Any, y_new: Any, inducing_points: Any = None, fit: bool = True,
+               **fit_options: Any) -> SGPR:
+        """Streaming update (Bui, Nguyen & Turner 2017): a `StreamingSGPR` that has seen this
+        model's data, through its posterior alone, and the new batch (X_new [N_new, D],
+        y_new [N_new]), fitted to them unless `fit=False`; see
+        `sparsegp.models.streaming.update`."""
+        streaming = cast(Any, MODELS.get("StreamingSGPR"))  # registered by models.streaming
+        return streaming.from_update(self, X_new, y_new, inducing_points, fit, **fit_options)
 
     # -- objectives -----------------------------------------------------------------------
     def collapsed_problem(self) -> CollapsedProblem:

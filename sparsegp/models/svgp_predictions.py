@@ -111,7 +111,7 @@ class SVGPPredictions(_MixinBase):
 
     def predict(self, Xnew: Any, full_cov: bool = False, include_noise: bool = False,
                 full_output_cov: bool = False) -> Any:
-        """Under a classification likelihood (Bernoulli, MultiClass): the predicted labels
+        """Under a classification likelihood (Bernoulli, MultiClass, Ordinal): the predicted labels
         [N*] (as `SGPC.predict`). Otherwise as `SGPR.predict`: `predict_f` (latent f*) by
         default, `predict_y` (y* under the likelihood) with `include_noise=True`."""
         if self.classifies:
@@ -126,14 +126,15 @@ class SVGPPredictions(_MixinBase):
 
     @property
     def classifies(self) -> bool:
-        """True under a classification likelihood (Bernoulli, MultiClass)."""
+        """True under a classification likelihood (Bernoulli, MultiClass, Ordinal)."""
         return classifies(self.likelihood)
 
     def predict_proba(self, Xnew: Any) -> Any:
         """Class probabilities: P(y* = 1) [N*] for Bernoulli, [N*, C] for several classes."""
         if not self.classifies:
             raise TypeError(f"predict_proba needs a classification likelihood (Bernoulli, "
-                            f"MultiClass); this SVGP's is {type(self.likelihood).__name__}: "
+                            f"MultiClass, Ordinal); this SVGP's is "
+                            f"{type(self.likelihood).__name__}: "
                             "use predict_y")
         return self.predict_y(Xnew)[0]
 

@@ -18,7 +18,7 @@ from ..threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.guard import FitGuard
 from ..training.minibatch import fit_minibatch
-from .fitting import FitOptions, TrainingPlan, default
+from .fitting import FitOptions, TrainingPlan, default, stall_nats
 
 if TYPE_CHECKING:  # the mixin's methods use the model's attributes
     from .base import Model as _MixinBase
@@ -29,36 +29,38 @@ else:
 class SVGPTraining(_MixinBase):
     """`fit()`'s plans for `SVGP` (see `training_plan`)."""
 
-    fit_options = frozenset({"maxiter", "progress", "callback", "diagnose", "batch_size",
+    fit_options = frozenset({"maxiter", "tol", "progress", "callback", "diagnose", "batch_size",
                              "epochs", "lr", "natgrad", "gamma", "seed", "data"})
 
     def training_plan(self, options: FitOptions) -> TrainingPlan:
         """Every option has a default that works for a few thousand points.
 
         Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
-        default 1000) on the hyperparameters with q(u) at its optimum throughout — the
-        collapsed bound (Titsias 2009), which is the ELBO maximised over q(u) — then one
-        natural-gradient step of size 1 puts q(u) at that optimum; with `diagnose` (default)
-        and one output the fitted model is then checked as `SGPR.fit` checks it
-        (`diagnostics()`; one `sparsegp.ApproximationWarning` lists what tripped, never an
-        error). A minibatch fit is not checked (the checks cost several passes over the
-        data): call `diagnostics()`. Otherwise minibatches of `batch_size` (default
-        min(N, 256)) from (X, y) or from `data` (a DataLoader of (X, y) batches in the units
-        of X) for `epochs` (default: about 2,000 steps, drawn with `seed`, default 0), each
-        step an Adam step (`lr`, default 0.01) on the hyperparameters and, with `natgrad`
-        (default True), a natural-gradient step of size `gamma` (default 0.1) on q(u) — or
-        Adam on q(u) too without `natgrad`. Options of the way not taken give a warning that
-        names them. Ctrl-C (or SIGTERM) at any moment of either plan, the setup and the
-        work after training included, stops at the last completed step."""
+        default 1000; `tol`, else the stall rule of `fitting.stall_nats`) on the
+        hyperparameters with q(u) at its optimum throughout — the collapsed bound (Titsias
+        2009), which is the ELBO maximised over q(u) — then one natural-gradient step of size 1
+        puts q(u) at that optimum; with `diagnose` (default) and one output the fitted model is
+        then checked as `SGPR.fit` checks it (`diagnostics()`; one
+        `sparsegp.ApproximationWarning` lists what tripped, never an error). A minibatch fit is
+        not checked (the checks cost several passes over the data): call `diagnostics()`.
+        Otherwise minibatches of `batch_size` (default min(N, 256)) from (X, y) or from `data`
+        (a DataLoader of (X, y) batches in the units of X) for `epochs` (default: about 2,000
+        steps, drawn with `seed`, default 0), each step an Adam step (`lr`, default 0.01) on
+        the hyperparameters and, with `natgrad` (default True), a natural-gradient step of size
+        `gamma` (default 0.1) on q(u) — or Adam on q(u) too without `natgrad`. Options of the
+        way not taken give a warning that names them. Ctrl-C (or SIGTERM) at any moment of
+        either plan, the setup and the work after training included, stops at the last
+        completed step."""
         m: Any = self  # the SVGP this mixin is part of
         why = m._why_minibatch(options.batch_size, options.data)
         if why is None:
             return TrainingPlan("full-batch L-BFGS-B (`maxiter`)",
-                                frozenset({"maxiter", "callback", "diagnose", "natgrad"}),
+                                frozenset({"maxiter", "tol", "callback", "diagnose",
+                                           "natgrad"}),
                                 m._fit_collapsed,
                                 "minibatch training (batch_size or data given)")
         return TrainingPlan(f"minibatch training because of {why} (`epochs` sets its length)",
-                            m.fit_options - {"maxiter", "diagnose"}, m._fit_minibatch,
+                            m.fit_options - {"maxiter", "tol", "diagnose"}, m._fit_minibatch,
                             "the full-batch L-BFGS-B fit (a Gaussian likelihood without "
                             "batch_size or data)")
 
@@ -71,8 +73,9 @@ class SVGPTraining(_MixinBase):
             q_free = m.q_mu.requires_grad and m.q_sqrt.requires_grad
             with threads_for(m.evaluation_work()):
                 res = fit_lbfgsb(CollapsedBound(m) if q_free else m,
-                                 maxiter=default(options.maxiter, 1000),
-                                 progress=options.progress, callback=options.callback)
+                                 maxiter=default(options.maxiter, 1000), tol=options.tol,
+                                 progress=options.progress, callback=options.callback,
+                                 stall_nats=stall_nats(m.num_data, options))
             if q_free:
                 m.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
                 res.objective = m.log_marginal_likelihood() + float(m.log_prior().detach())

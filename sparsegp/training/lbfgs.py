@@ -30,6 +30,10 @@ from .interrupts import agreed_interrupts
 from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, model_name, warn_interrupted
 
+#: The stall rule's window: `fit_lbfgsb(stall_nats=...)` stops once this many iterations
+#: together gained less than `stall_nats`.
+STALL_WINDOW = 10
+
 
 class Trainable(Protocol):
     """What `fit_lbfgsb` trains: a model, or any object with its parameters and a loss."""
@@ -73,10 +77,15 @@ def fit_lbfgsb(
     progress: bool | None = None,
     callback: Callable[[int, float], None] | None = None,
     lockstep: bool = False,
+    stall_nats: float | None = None,
 ) -> FitResult:
     """Maximise the model's objective (minimise `training_loss()`) with L-BFGS-B.
 
-    `tol` is passed to scipy (ftol and gtol); `progress=None` shows a bar on a terminal;
+    `tol` is passed to scipy (ftol and gtol); with `stall_nats` the fit also stops, converged,
+    once the last `STALL_WINDOW` iterations together raised the objective by less than
+    `stall_nats` nats (scipy's default ftol is relative to the objective, 2.2e-9·|f|: on
+    large data sets it keeps iterating long after the hyperparameters and predictions have
+    settled); `progress=None` shows a bar on a terminal;
     `callback(iteration, objective)` is called after every iteration. With `lockstep`
     (data sharded over torch.distributed ranks) every evaluation's value and gradient are
     rank 0's, so that all ranks' optimisers take identical steps.
@@ -94,6 +103,7 @@ def fit_lbfgsb(
     try:  # from the first instant: Ctrl-C in the setup leaves the starting values
         maxiter = positive_int(maxiter, "maxiter")
         tol = None if tol is None else positive_float(tol, "tol")
+        stall_nats = None if stall_nats is None else positive_float(stall_nats, "stall_nats")
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable as callback(iteration, objective); "
                             f"got {type(callback).__name__}")
@@ -121,6 +131,9 @@ def fit_lbfgsb(
             bar.update(1)
             bar.set_postfix(objective=f"{history[-1]:.6g}")
             interrupts.call(callback, len(history) - 1, history[-1])
+            if (stall_nats is not None and len(history) > STALL_WINDOW
+                    and history[-1] - history[-1 - STALL_WINDOW] < stall_nats):
+                raise StopIteration  # scipy ends the run: converged by the stall rule
 
         options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
         with agreed_interrupts(lockstep, device) as interrupts:
@@ -140,6 +153,12 @@ def fit_lbfgsb(
                                               options=options, callback=on_iteration)
         flat.set(res.x)
         success, message, nit = bool(res.success), str(res.message), int(res.nit)
+        if res.status == 99 and stall_nats is not None:  # the callback's StopIteration
+            gain = history[-1] - history[-1 - STALL_WINDOW]
+            success, message = True, (
+                f"converged: the last {STALL_WINDOW} iterations gained {gain:.3g} nats, less "
+                f"than {stall_nats:.3g} (pass tol= to run L-BFGS-B to its own tolerance)")
+            info["stalled"] = True
         objective = -float(res.fun)
     except (_NonFinite, KeyboardInterrupt) as err:
         if flat is not None and best["x"] is not None:

@@ -38,6 +38,7 @@ from sparsegp.kernels import Kernel
 from sparsegp.likelihoods import Likelihood
 from sparsegp.means import Mean
 from sparsegp.models.classes import MODELS
+from sparsegp.models.streaming import update as streaming_update
 
 from .helpers import normal, uniform
 
@@ -244,6 +245,40 @@ KERNELS: dict[str, list[KernelCase]] = {
                                                     channels=2),
                    input_dim=18, inputs=lambda n, s: images(n, s, 18)),
     ],
+    "ArcCosine": [
+        KernelCase("order0", lambda: K.ArcCosine(order=0, variance=1.2, weight_variances=[0.8, 1.3],
+                                                 bias_variance=0.4)),
+        KernelCase("order1", lambda: K.ArcCosine(order=1, variance=0.9, weight_variances=0.7,
+                                                 bias_variance=1.1), input_dim=3),
+        KernelCase("order2", lambda: K.ArcCosine(order=2, variance=0.6, weight_variances=[1.1, 0.5],
+                                                 bias_variance=0.3)),
+    ],
+    "SpectralMixture": [
+        KernelCase("ard", lambda: K.SpectralMixture(weights=[0.8, 0.5],
+                                                    means=[[0.3, 0.1], [0.7, 0.4]],
+                                                    scales=[[0.4, 0.2], [0.3, 0.5]])),
+        KernelCase("shared", lambda: K.SpectralMixture(weights=[1.1, 0.4, 0.3],
+                                                       means=[0.2, 0.5, 0.9],
+                                                       scales=[0.3, 0.2, 0.6]), input_dim=1),
+    ],
+    "ChangePoints": [
+        KernelCase("three", lambda: K.ChangePoints(
+            [K.Matern32(lengthscale=0.9, variance=1.1), K.Linear(variance=0.6),
+             K.SquaredExponential(lengthscale=[0.7, 1.2], variance=0.8)],
+            locations=[0.4, -0.3], steepness=[2.0, 3.5])),
+        KernelCase("column1", lambda: K.ChangePoints(
+            [K.SquaredExponential(lengthscale=0.8, variance=1.0), K.Periodic(
+                lengthscale=0.9, variance=0.7, period=1.3)], locations=[0.1], steepness=1.5,
+            dim=1), input_dim=3),
+    ],
+    "Active": [
+        KernelCase("ard-reordered", lambda: K.Active(K.Matern52(lengthscale=[0.9, 1.3], variance=0.7),
+                                                     [2, 1]), input_dim=3),
+        KernelCase("of-a-sum", lambda: K.Active(K.SquaredExponential(lengthscale=0.8, variance=1.1)
+                                                + K.Linear(variance=0.4), [0, 2]), input_dim=4),
+        KernelCase("one-column", lambda: K.Active(K.Periodic(lengthscale=0.9, variance=1.0,
+                                                             period=1.4), 1)),
+    ],
     "Separate": [KernelCase("", lambda: K.Separate([K.SquaredExponential(lengthscale=0.9, variance=1.0),
                                                     K.Matern32(lengthscale=1.2, variance=0.5)]),
                             covariance=False)],
@@ -360,6 +395,19 @@ LIKELIHOODS: dict[str, list[LikelihoodCase]] = {
                                 targets=lambda n: torch.tensor([0.3, -1.2, 6.0, 0.0, 2.5])[:n])],
     "NegativeBinomial": [LikelihoodCase("", lambda: L.NegativeBinomial(dispersion=1.5),
                                         targets=lambda n: torch.tensor([0.0, 2.0, 5.0, 1.0, 30.0])[:n])],
+    "Gamma": [LikelihoodCase("", lambda: L.Gamma(shape=2.5),
+                             targets=lambda n: torch.tensor([0.3, 1.0, 2.5, 0.05, 12.0])[:n])],
+    "Beta": [
+        LikelihoodCase("logit", lambda: L.Beta(precision=6.0),
+                       targets=lambda n: torch.tensor([0.3, 0.9, 0.5, 0.02, 0.7])[:n]),
+        LikelihoodCase("probit", lambda: L.Beta(precision=2.5, link="probit"),
+                       targets=lambda n: torch.tensor([0.3, 0.9, 0.5, 0.02, 0.7])[:n]),
+    ],
+    "Ordinal": [
+        LikelihoodCase("probit", lambda: L.Ordinal(4, cutpoints=[-1.0, 0.2, 1.5], scale=0.7),
+                       targets=lambda n: _labels(n, 4)),
+        LikelihoodCase("logit", lambda: L.Ordinal(3, link="logit"), targets=lambda n: _labels(n, 3)),
+    ],
     "HeteroscedasticGaussian": [LikelihoodCase("", lambda: L.HeteroscedasticGaussian(),
                                                tilted=False)],
     "MultiClass": [
@@ -406,6 +454,16 @@ MODELS_: dict[str, list[ModelCase]] = {
                                                      noise_variance=0.1, mean="linear",
                                                      standardize_X=True),
                   new_inputs=_X_NEW, new_targets=_Y_NEW),
+    ],
+    "StreamingSGPR": [
+        ModelCase("vfe", lambda: streaming_update(
+            sg.SGPR(_X[:12], _Y[:12], kernel=_matern(), inducing_points=5, noise_variance=0.1),
+            _X[12:], _Y[12:], fit=False), new_inputs=_X_NEW, new_targets=_Y_NEW),
+        ModelCase("pep", lambda: streaming_update(
+            sg.SGPR(_X[:12], _Y[:12], kernel=_matern(), inducing_points=5, noise_variance=0.1,
+                    approximation="pep", alpha=0.5, standardize_X=True),
+            _X[12:], _Y[12:], inducing_points=6, fit=False), new_inputs=_X_NEW,
+            new_targets=_Y_NEW),
     ],
     "SVGP": [
         ModelCase("gaussian", lambda: sg.SVGP(_X, _Y, kernel=_matern(), inducing_points=5,

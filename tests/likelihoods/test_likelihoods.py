@@ -433,7 +433,8 @@ def test_config_round_trip_gives_identical_log_prob(lik):
 
 
 def test_unknown_likelihood_type_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown likelihood type 'Skellam'.*Bernoulli, Gaussian"):
+    with pytest.raises(ValueError,
+                       match="unknown likelihood type 'Skellam'.*Bernoulli, Beta, Gamma, Gaussian"):
         likelihood_from_config({"type": "Skellam", "args": {}})
     with pytest.raises(ValueError, match="bad arguments"):
         likelihood_from_config({"type": "Poisson", "args": {"link": "sqrt"}})

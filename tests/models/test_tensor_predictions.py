@@ -379,7 +379,7 @@ def test_sgpc_under_a_likelihood_that_does_not_classify_predicts_moments_not_lab
     model = sg.SGPC(X, Y, inducing_points=X[::5], likelihood=sg.likelihoods.Gaussian(0.1))
     mean, var = model.predict(XS)  # as every model's predict under a regression likelihood
     np.testing.assert_array_equal(mean, model.predict_f(XS)[0])
-    with pytest.raises(TypeError, match="predict_proba needs the Bernoulli likelihood"):
+    with pytest.raises(TypeError, match="predict_proba needs a classification likelihood"):
         model.predict_proba(XS)
     d = model.predictive(XS, observed=True)
     ymean, yvar = model.predict_y(XS)

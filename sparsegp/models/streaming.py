@@ -1,0 +1,269 @@
+"""Streaming sparse GP regression (Bui, Nguyen & Turner 2017): `update` turns a fitted SGPR
+and a new batch of data into a `StreamingSGPR` that has seen both, without the old data.
+
+The old data are carried by a summary of the old model's posterior q_old(a) over its inducing
+inputs a and its prior p_old(a) (`objectives.online.Summary`: r pseudo-observations, M_a² numbers);
+the new model learns its hyperparameters and inducing inputs b from the new batch and the
+summary alone (`objectives.online.streaming_objective`), in O(N_new·M² + M³). It predicts,
+fits, saves and loads as an SGPR does, and can be updated again.
+
+Units: the new model keeps the old model's units (its x_shift, x_scale, y_shift, y_scale),
+whatever the new batch's moments: the summary is in those internal units.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import numbers
+from typing import Any, cast
+
+import torch
+from torch import Tensor
+
+from .. import distributed
+from ..config import PARAMETER_DTYPE
+from ..features.inducing_points import InducingPoints
+from ..features.initialisation import initial_inducing_inputs
+from ..objectives.online import (
+    StreamingProblem,
+    Summary,
+    streaming_objective,
+    streaming_posterior_q,
+    summarise,
+)
+from ..parameters import Parameterised
+from ..posteriors import Posterior, SparsePosterior
+from ..training import FitResult
+from ..validation import as_inputs, as_targets, check_bool, check_columns, check_same_rows
+from .base import Model
+from .fitting import FitOptions
+from .inducing import resolve_feature
+from .sgpr import SGPR
+
+STREAMING_APPROXIMATIONS = ("vfe", "fitc", "pep")
+
+
+class StreamingSGPR(SGPR):
+    """An SGPR fitted to a new batch of data and a summary of the data before it (made by
+    `update`; Bui, Nguyen & Turner 2017). `log_marginal_likelihood()` is the streaming
+    objective (for "vfe" a lower bound on the approximate log p(y_new | y_old): the new
+    batch's evidence given what the summary keeps of the old data), `X` and `y` are the new
+    batch only (internal units), `num_data` its rows and `num_data_seen` every row the chain
+    of updates has seen. The summary is saved with the model (`save`), so a loaded model
+    predicts, refits (with include_data=True) and updates as before. `fit` runs L-BFGS-B
+    without the checks after fitting (`diagnostics()` and `upper_bound()` speak of one batch
+    of data and are refused here).
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> from sparsegp.models.streaming import update
+        >>> X, y = sg.datasets.snelson()
+        >>> left, right = np.argsort(X[:, 0])[:100], np.argsort(X[:, 0])[100:]
+        >>> m = sg.SGPR(X[left], y[left], inducing_points=10)
+        >>> result = m.fit(maxiter=50)
+        >>> new = update(m, X[right], y[right], maxiter=50)  # never sees X[left] again
+        >>> type(new).__name__, new.num_data, new.num_data_seen, new.num_inducing
+        ('StreamingSGPR', 100, 200, 10)
+        >>> mean, var = new.predict_y(X[:3])
+        >>> mean.shape
+        (3,)
+    """
+
+    summary_Z: Tensor  # buffers: the summary of the old data (`objectives.online.Summary`)
+    summary_T: Tensor
+    summary_h: Tensor
+    summary_offset: Tensor
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        super()._build(config, parts)
+        info = config["streaming"]
+        M, r, D = int(info["old_inducing"]), int(info["rank"]), int(config["input_dim"])
+        self.register_buffer("summary_Z", torch.zeros(M, D, dtype=PARAMETER_DTYPE))
+        self.register_buffer("summary_T", torch.zeros(M, r, dtype=PARAMETER_DTYPE))
+        self.register_buffer("summary_h", torch.zeros(r, dtype=PARAMETER_DTYPE))
+        self.register_buffer("summary_offset", torch.zeros((), dtype=PARAMETER_DTYPE))
+
+    @classmethod
+    def from_update(cls, model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None,
+                    fit: bool = True, **fit_options: Any) -> StreamingSGPR:
+        """`update(model, X_new, y_new, ...)`: what `SGPR.update` calls, through the model
+        registry (`models.classes.MODELS`), so that sgpr.py need not import this module."""
+        return update(model, X_new, y_new, inducing_points, fit, **fit_options)
+
+    @property
+    def num_data_seen(self) -> int:
+        """The rows of data of every batch this model has been updated with, this one too."""
+        return int(self._config["streaming"]["seen"])
+
+    @property
+    def num_updates(self) -> int:
+        """How many updates led to this model (1 for the first update of an SGPR)."""
+        return int(self._config["streaming"]["updates"])
+
+    def old_summary(self) -> Summary:
+        """The summary of the data before this batch (internal units)."""
+        return Summary(self.summary_Z, self.summary_T, self.summary_h, self.summary_offset)
+
+    def streaming_problem(self) -> StreamingProblem:
+        """The model's objective as a pure value: the new batch's collapsed problem and the
+        summary of the old data."""
+        return StreamingProblem(self.collapsed_problem(), self.old_summary())
+
+    def _objective(self) -> Tensor:
+        return streaming_objective(self.streaming_problem())
+
+    def _build_posterior(self) -> Posterior:
+        L, q, used = streaming_posterior_q(self.streaming_problem())
+        return SparsePosterior(self.kernel, self.feature, L, q, self.noise_rows(), used)
+
+    def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
+        # L-BFGS-B without the checks after fitting: restarting from starting values taken
+        # from one batch, and diagnostics of one batch, would ignore the summary
+        return Model._fit_lbfgsb(self, dataclasses.replace(options, diagnose=False))
+
+    def upper_bound(self) -> float:
+        raise TypeError("upper_bound() bounds the evidence of one batch of data; a "
+                        "StreamingSGPR's objective also holds the summary of the data before it, "
+                        "which this bound does not cover")
+
+    def diagnostics(self, **kwargs: Any) -> Any:
+        raise TypeError("diagnostics() look at one batch of data; a StreamingSGPR's posterior "
+                        "also holds the summary of the data before it (fit an SGPR to all the "
+                        "data to diagnose the approximation)")
+
+    def diagnostic_view(self) -> Any:
+        raise TypeError("a StreamingSGPR has no diagnostic view: its posterior also holds the "
+                        "summary of the data before its batch")
+
+
+def update(model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None, fit: bool = True,
+           **fit_options: Any) -> StreamingSGPR:
+    """A `StreamingSGPR` that has seen the data of `model` (through its posterior, not its
+    data) and the new batch X_new [N, D], y_new [N] (units of X and y).
+
+    `model`: a fitted SGPR (or StreamingSGPR) with approximation "vfe", "fitc" or "pep", one
+    output, one noise variance, inducing points and a zero prior mean; one loaded without its
+    data will do, as long as its saved posterior is current. The new model starts from the
+    old hyperparameters and keeps the old units (standardisation) and approximation.
+    `inducing_points` means what it means at construction, except that an int M (and the
+    default, None: as many as `model` has) chooses M inputs by seeded k-means++ from the old
+    inducing inputs and X_new together, so that they cover both the old data's summary and
+    the new batch; an array [M, D] (units of X) or an `InducingPoints` is taken as given
+    (`inducing_points=model.inducing_points` keeps the old ones). With `fit` (default) the
+    hyperparameters and inducing inputs are then fitted to the new batch and the summary
+    (`fit_options`: those of `SGPR.fit`, e.g. maxiter); `fit=False` returns the model at the
+    old hyperparameters. Cost O(N·M² + M³); the old data are never needed.
+
+    Kept inducing inputs and hyperparameters (b = a, `fit=False`) give the batch posterior
+    and bound of all the data seen (`log_marginal_likelihood()`s add up to the batch one),
+    exactly with jitter=0; the relative jitter on Kuu perturbs this at its own order (the
+    new model sees f(Z_a), the old one f(Z_a) plus the jitter).
+    """
+    post = _checked_posterior(model)
+    check_bool(fit, "fit")
+    if fit_options and not fit:
+        raise TypeError(f"fit options ({', '.join(sorted(fit_options))}) need fit=True")
+    X, y = _new_batch(model, X_new, y_new)
+    Z_old = cast(InducingPoints, post.feature).locations()  # checked: inducing points
+    summary = summarise(Z_old, post.L, post.q.root, post.q.mean)
+    feature = _new_feature(model, inducing_points, X, summary.Z)
+    new = _assemble(model, X, y, feature, summary)
+    if fit:
+        new.fit(**fit_options)
+    return new
+
+
+def _checked_posterior(model: Any) -> SparsePosterior:
+    """The posterior q(a) of `model` the summary is made from, or a clear error."""
+    if not isinstance(model, SGPR):
+        raise TypeError(f"update takes a fitted SGPR; got {type(model).__name__}")
+    if model.approximation not in STREAMING_APPROXIMATIONS or model.blocks is not None:
+        raise ValueError("streaming updates take approximation 'vfe', 'fitc' or 'pep' without "
+                         f"blocks; this model has {model.approximation!r}"
+                         + (" with blocks" if model.blocks is not None else ""))
+    if model.num_outputs != 1 or model.mixing_matrix is not None:
+        raise ValueError("streaming updates take a model of one output, y [N]")
+    if model.heteroscedastic:
+        raise ValueError("streaming updates take a model with one noise variance")
+    if model.prior_mean() is not None:
+        raise ValueError("streaming updates take a model with a zero prior mean (the summary "
+                         "holds f, not f minus a mean that the new batch would refit)")
+    if not isinstance(model.feature, InducingPoints):
+        raise TypeError("streaming updates take a model with inducing points; this one has "
+                        f"{type(model.feature).__name__} features")
+    if distributed.is_distributed():
+        raise RuntimeError("streaming updates run in one process: torch.distributed is "
+                           "initialised")
+    try:
+        post = model.posterior()
+    except RuntimeError as err:
+        raise ValueError("update needs the model's posterior q(u), which summarises its data: "
+                         f"{err}") from None
+    if not isinstance(post, SparsePosterior) or not post.q.precision or post.num_latent != 1:
+        raise ValueError("update needs the collapsed posterior of one output (an SGPR's)")
+    return post
+
+
+def _new_batch(model: SGPR, X_new: Any, y_new: Any) -> tuple[Tensor, Tensor]:
+    """X_new and y_new in the old model's internal units (float64)."""
+    check_same_rows(X_new, y_new)
+    check_columns(X_new, model.feature_names, "X_new")
+    X = as_inputs(X_new, "X_new", num_features=model.input_dim, device=model.device)
+    y = as_targets(y_new, X.shape[0], "y_new", device=model.device)
+    X = (X.to(PARAMETER_DTYPE) - model.x_shift) / model.x_scale
+    y = (y.to(PARAMETER_DTYPE) - model.y_shift) / model.y_scale
+    return X, y
+
+
+def _new_feature(model: SGPR, inducing_points: Any, X: Tensor, Z_old: Tensor) -> InducingPoints:
+    """The new inducing inputs b (internal units): see `update`."""
+    spec = model.num_inducing if inducing_points is None else inducing_points
+    if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
+        pool = torch.cat([Z_old.to(X), X], 0)
+        feature: Any = InducingPoints(initial_inducing_inputs(pool, int(spec), "kmeans++", 0,
+                                                              rows="old inducing inputs and "
+                                                              "new data points"))
+    else:
+        feature = resolve_feature(spec, model.kernel, X, model.x_shift, model.x_scale,
+                                  "kmeans++", 0)
+    if not isinstance(feature, InducingPoints):
+        raise TypeError("streaming updates take inducing points (an int, an array [M, D] or "
+                        f"InducingPoints); got {type(feature).__name__}")
+    if not model.feature.Z.requires_grad:
+        feature.Z.requires_grad_(False)
+    return feature
+
+
+def _assemble(model: SGPR, X: Tensor, y: Tensor, feature: InducingPoints,
+              summary: Summary) -> StreamingSGPR:
+    """The StreamingSGPR at the old model's hyperparameters and units."""
+    config = copy.deepcopy(model.config())
+    seen = model.num_data_seen if isinstance(model, StreamingSGPR) else model.num_data
+    updates = model.num_updates if isinstance(model, StreamingSGPR) else 0
+    config.update(num_data=X.shape[0], streaming={
+        "old_inducing": summary.T.shape[0], "rank": summary.T.shape[1],
+        "seen": seen + X.shape[0], "updates": updates + 1})
+    parts = {"kernel": copy.deepcopy(model.kernel), "mean": copy.deepcopy(model.mean),
+             "feature": feature}
+    new = StreamingSGPR.__new__(StreamingSGPR)
+    Parameterised.__init__(new)
+    new._build(config, parts)
+    new.to(model.device)
+    with torch.no_grad():
+        for name in ("x_shift", "x_scale", "y_shift", "y_scale"):
+            getattr(new, name).copy_(getattr(model, name))
+        noise = new._raw("noise_variance")
+        noise.copy_(model._raw("noise_variance"))
+        noise.requires_grad_(model._raw("noise_variance").requires_grad)
+        new.summary_Z.copy_(summary.Z)
+        new.summary_T.copy_(summary.T)
+        new.summary_h.copy_(summary.h)
+        new.summary_offset.copy_(summary.offset)
+    for name, prior in model.named_priors():
+        if "." not in name:  # the model's own (the kernel's came with it)
+            new.set_prior(name, prior)
+    new.X, new.y = X, y
+    new.metadata = copy.deepcopy(model.metadata)
+    return new

@@ -1,0 +1,175 @@
+"""The spectral mixture kernel: a dense formula, the squared exponential as its one-component
+zero-frequency case, its spectral density (Bochner), positive semi-definiteness, gradients,
+the data-based start, and a sparse fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import integrate
+
+import sparsegp as sg
+from sparsegp.kernels import kernel_from_config
+
+rng = np.random.default_rng(5)
+X = rng.normal(size=(7, 2))
+X2 = rng.normal(size=(5, 2))
+WEIGHTS = np.array([0.9, 0.4, 0.2])
+MEANS = np.array([[0.2, 0.6], [1.1, 0.3], [0.05, 1.7]])
+SCALES = np.array([[0.3, 0.2], [0.15, 0.5], [0.8, 0.1]])
+
+
+def t(a):
+    return torch.as_tensor(a, dtype=torch.float64)
+
+
+def sm_dense(A, B, w, mu, s):
+    """Σ_q w_q Π_d exp(−2π² τ_d² s_qd²) cos(2π τ_d μ_qd), pair by pair."""
+    out = np.zeros((len(A), len(B)))
+    for i, a in enumerate(A):
+        for j, b in enumerate(B):
+            tau = a - b
+            out[i, j] = sum(w[q] * np.prod(np.exp(-2 * np.pi ** 2 * tau ** 2 * s[q] ** 2)
+                                           * np.cos(2 * np.pi * tau * mu[q]))
+                            for q in range(len(w)))
+    return out
+
+
+def test_matches_the_dense_formula():
+    k = sg.kernels.SpectralMixture(weights=WEIGHTS, means=MEANS, scales=SCALES)
+    assert k.num_mixtures == 3
+    np.testing.assert_allclose(k.K(t(X), t(X2)).detach().numpy(),
+                               sm_dense(X, X2, WEIGHTS, MEANS, SCALES), rtol=1e-11, atol=1e-13)
+    K = k.K(t(X)).detach().numpy()
+    np.testing.assert_allclose(K, sm_dense(X, X, WEIGHTS, MEANS, SCALES), rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(np.diag(K), k.K_diag(t(X)).detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(np.diag(K), WEIGHTS.sum(), rtol=1e-14)
+
+
+def test_one_value_per_component_serves_every_column():
+    shared = sg.kernels.SpectralMixture(weights=WEIGHTS, means=MEANS[:, 0], scales=SCALES[:, 0])
+    assert shared.means.shape == (3, 1)
+    full = np.repeat(MEANS[:, :1], 2, 1), np.repeat(SCALES[:, :1], 2, 1)
+    np.testing.assert_allclose(shared.K(t(X), t(X2)).detach().numpy(),
+                               sm_dense(X, X2, WEIGHTS, *full), rtol=1e-11, atol=1e-13)
+
+
+def test_one_component_at_zero_frequency_is_the_squared_exponential():
+    # w exp(−2π² τ² s²) = SE with ℓ = 1/(2π s); means ~0 (the floor is 0: 1e-12 is allowed)
+    s = np.array([0.3, 0.7])
+    sm = sg.kernels.SpectralMixture(weights=[1.6], means=[[1e-12, 1e-12]], scales=[s])
+    se = sg.kernels.SquaredExponential(lengthscale=1.0 / (2 * np.pi * s), variance=1.6)
+    np.testing.assert_allclose(sm.K(t(X), t(X2)).detach().numpy(),
+                               se.K(t(X), t(X2)).detach().numpy(), rtol=1e-12, atol=1e-14)
+    # several components at zero frequency: a sum of squared exponentials
+    sm2 = sg.kernels.SpectralMixture(weights=[1.0, 0.5], means=[1e-12, 1e-12], scales=[0.2, 0.9])
+    se2 = (sg.kernels.SquaredExponential(lengthscale=1 / (2 * np.pi * 0.2), variance=1.0)
+           + sg.kernels.SquaredExponential(lengthscale=1 / (2 * np.pi * 0.9), variance=0.5))
+    np.testing.assert_allclose(sm2.K(t(X)).detach().numpy(), se2.K(t(X)).detach().numpy(),
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_is_the_fourier_transform_of_a_mixture_of_gaussians():
+    # 1-D: k(τ) = ∫ S(f) cos(2π f τ) df with S = Σ_q w_q [N(f; μ_q, s_q²) + N(f; −μ_q, s_q²)]/2
+    w, mu, s = [0.7, 0.3], [0.4, 1.3], [0.1, 0.25]
+    k = sg.kernels.SpectralMixture(weights=w, means=mu, scales=s)
+
+    def density(f):
+        return sum(wq * 0.5 * (np.exp(-0.5 * ((f - m) / sq) ** 2) + np.exp(-0.5 * ((f + m) / sq) ** 2))
+                   / (sq * np.sqrt(2 * np.pi)) for wq, m, sq in zip(w, mu, s))
+
+    for tau in (0.0, 0.3, 1.1, 2.7):
+        value, _ = integrate.quad(lambda f, tau=tau: density(f) * np.cos(2 * np.pi * f * tau), -6, 6,
+                                  limit=400, epsabs=1e-13)
+        K = k.K(t([[tau]]), t([[0.0]])).item()
+        assert K == pytest.approx(value, abs=1e-10)
+
+
+def test_is_positive_semidefinite():
+    g = np.random.default_rng(1)
+    for _ in range(5):
+        Q = int(g.integers(1, 5))
+        k = sg.kernels.SpectralMixture(weights=g.uniform(0.1, 2.0, Q),
+                                       means=g.uniform(0.0, 3.0, (Q, 3)),
+                                       scales=g.uniform(0.05, 1.0, (Q, 3)))
+        A = g.normal(size=(40, 3))
+        K = k.K(t(np.r_[A, A[:3]])).detach()
+        assert float((K - K.T).abs().max()) <= 1e-14 * float(K.diagonal().max())
+        assert float(torch.linalg.eigvalsh(K).min()) >= -1e-10 * float(K.diagonal().max())
+
+
+def test_gradients_match_finite_differences():
+    k = sg.kernels.SpectralMixture(weights=WEIGHTS, means=MEANS, scales=SCALES)
+    names = [name for name, _ in k.named_parameters()]
+    raw = [p.detach().clone().requires_grad_() for _, p in k.named_parameters()]
+    A, B = t(X[:5]).requires_grad_(), t(X2[:3]).requires_grad_()
+
+    def evaluate(*values):
+        params, (a, b) = dict(zip(names, values[:-2])), values[-2:]
+        saved = {n: k._parameters[n] for n in params}
+        try:
+            k._parameters.update(params)
+            return k.K(a, b), k.K(a), k.K_diag(a)
+        finally:
+            k._parameters.update(saved)
+
+    assert torch.autograd.gradcheck(evaluate, (*raw, A, B), atol=1e-7, rtol=1e-6)
+
+
+def test_unset_values_start_from_the_spread_of_the_data():
+    # per column: range R and median gap g of the sorted distinct values; μ_q = (q + ½)/Q /(2g),
+    # s = 1/R, w = σ²/Q — no random draw
+    data = np.c_[np.linspace(0.0, 10.0, 41), np.r_[np.linspace(-1.0, 1.0, 40), 1.0]]
+    k = sg.kernels.SpectralMixture(num_mixtures=4)
+    k.initialise_from_data(t(data), 2.0)
+    np.testing.assert_allclose(k.weights, [0.5] * 4, rtol=1e-12)
+    gaps = np.array([0.25, 2.0 / 39])
+    np.testing.assert_allclose(k.means, ((np.arange(4) + 0.5) / 4)[:, None] * (0.5 / gaps),
+                               rtol=1e-9)
+    np.testing.assert_allclose(k.scales, np.tile([1.0 / 10.0, 1.0 / 2.0], (4, 1)), rtol=1e-12)
+    # given values stay
+    kept = sg.kernels.SpectralMixture(weights=[1.0, 2.0], scales=[0.3, 0.4])
+    kept.initialise_from_data(t(data), 5.0)
+    np.testing.assert_allclose(kept.weights, [1.0, 2.0], rtol=1e-12)
+    np.testing.assert_allclose(kept.scales, [[0.3], [0.4]], rtol=1e-12)
+    assert kept.means.shape == (2, 2)
+
+
+def test_config_round_trip_and_refusals():
+    k = sg.kernels.SpectralMixture(weights=WEIGHTS, means=MEANS, scales=SCALES)
+    cfg = k.config()
+    assert cfg["type"] == "SpectralMixture" and cfg["args"]["num_mixtures"] == 3
+    back = kernel_from_config(cfg)
+    back.load_state_dict(k.state_dict())
+    torch.testing.assert_close(back.K(t(X), t(X2)), k.K(t(X), t(X2)), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="number of components"):
+        sg.kernels.SpectralMixture()
+    with pytest.raises(ValueError, match="number of components"):
+        sg.kernels.SpectralMixture(num_mixtures=2, weights=[1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="num_mixtures must be an integer"):
+        sg.kernels.SpectralMixture(num_mixtures=0)
+    with pytest.raises(ValueError, match="one value per component"):
+        sg.kernels.SpectralMixture(num_mixtures=2, means=0.5)
+    with pytest.raises(ValueError, match="means must be finite and greater than its floor 0"):
+        sg.kernels.SpectralMixture(means=[0.0, 1.0])
+    with pytest.raises(ValueError, match=r"X has 2 columns but the means have shape \(3, 3\)"):
+        sg.kernels.SpectralMixture(means=np.ones((3, 3))).K(t(X))
+
+
+def test_sgpr_fit_and_save(tmp_path):
+    r = np.random.default_rng(2)
+    A = np.sort(r.uniform(0.0, 10.0, 80))[:, None]
+    y = np.sin(2 * np.pi * 0.8 * A[:, 0]) * np.exp(-0.05 * A[:, 0]) + 0.05 * r.standard_normal(80)
+    kernel = sg.kernels.SpectralMixture(num_mixtures=3)
+    m = sg.SGPR(A, y, kernel=kernel, inducing_points=30, noise_variance=0.1)
+    start = m.log_marginal_likelihood()
+    result = m.fit(maxiter=300)
+    assert result.success, result.message
+    assert m.log_marginal_likelihood() > start + 1.0
+    mean, _ = m.predict(A)
+    assert np.sqrt(np.mean((mean - y) ** 2)) < 0.2 * np.std(y)
+    m.save(tmp_path / "model.pt", include_data=True)
+    loaded = sg.load(tmp_path / "model.pt")
+    assert type(loaded.kernel) is sg.kernels.SpectralMixture
+    assert loaded.log_marginal_likelihood() == pytest.approx(m.log_marginal_likelihood(), rel=1e-12)
