@@ -12,7 +12,7 @@ from torch.nn.functional import logsigmoid
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
 from .base import LOG_SQRT_2PI, Likelihood
-from .counts import CountLikelihood
+from .counts import CountLikelihood, bracketed_root
 
 LINKS = ("logit", "probit")
 
@@ -175,18 +175,7 @@ class Beta(CountLikelihood, Likelihood):
             g1, g2 = self._slopes(f, yy, phi)
             return (f - mu) / v - alpha * g1, 1.0 / v - alpha * g2
 
-        low, high = torch.minimum(mu, peak), torch.maximum(mu, peak)
-        f = 0.5 * (low + high)
-        for _ in range(NEWTON_ITERATIONS):
-            hf, slope = h_and_slope(f)
-            low = torch.where(hf <= 0.0, f, low)
-            high = torch.where(hf >= 0.0, f, high)
-            new = f - hf / slope
-            outside = ~((new > low) & (new < high)) | (slope <= 0.0)
-            new = torch.where(outside, 0.5 * (low + high), new)
-            done = not bool(((new - f).abs() > 1e-12 * (1.0 + f.abs())).any())
-            f = new
-            if done:
-                break
+        f = bracketed_root(h_and_slope, torch.minimum(mu, peak), torch.maximum(mu, peak),
+                           NEWTON_ITERATIONS)
         slope = h_and_slope(f)[1]
         return f, 1.0 / torch.maximum(slope, 1e-6 / v)

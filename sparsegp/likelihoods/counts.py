@@ -1,18 +1,46 @@
-"""What the count likelihoods (`Poisson`, `NegativeBinomial`) share: the check of their
-targets, the latent start log(y + ½), and the predictive density and Power-EP tilted moments
-by Gauss–Hermite quadrature centred on the mode of the integrand N(f; μ, v) p(y | f)^α with
-its Laplace width (adaptive Gauss–Hermite, Liu & Pierce 1994). Each likelihood says where
-the mode is and how wide (`_mode_and_width`); the nodes, weights and moments are here.
+"""What the count likelihoods (`Poisson`, `NegativeBinomial`) share — the check of their
+targets, the latent start log(y + ½) — and what they share with `Gamma` and `Beta`: the
+predictive density and Power-EP tilted moments by Gauss–Hermite quadrature centred on the mode
+of the integrand N(f; μ, v) p(y | f)^α with its Laplace width (adaptive Gauss–Hermite, Liu &
+Pierce 1994), and the safeguarded Newton search that finds that mode (`bracketed_root`).
+Each likelihood says where the mode is and how wide (`_mode_and_width`); the nodes, weights
+and moments are here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from .. import quadrature
+
+#: Iterations (at most) of `bracketed_root`: each halves the bracket at worst, so 60 reach
+#: rounding from any bracket of floats.
+NEWTON_ITERATIONS = 60
+
+
+def bracketed_root(h_and_slope: Callable[[Tensor], tuple[Tensor, Tensor]], low: Tensor,
+                   high: Tensor, iterations: int = NEWTON_ITERATIONS) -> Tensor:
+    """The root of an increasing h in [low, high] (h(low) ≤ 0 ≤ h(high)), elementwise:
+    Newton steps kept inside the bracket, which shrinks around the root at every step, and
+    bisection where a step would leave it or the slope is not positive. `h_and_slope(f)`
+    gives h(f) and ∂h/∂f. Shapes: low, high [...] -> [...]."""
+    f = 0.5 * (low + high)
+    for _ in range(iterations):
+        hf, slope = h_and_slope(f)
+        low = torch.where(hf <= 0.0, f, low)
+        high = torch.where(hf >= 0.0, f, high)
+        new = f - hf / slope
+        outside = ~((new > low) & (new < high)) | (slope <= 0.0)
+        new = torch.where(outside, 0.5 * (low + high), new)
+        done = not bool(((new - f).abs() > 1e-12 * (1.0 + f.abs())).any())
+        f = new
+        if done:
+            break
+    return f
 
 
 class CountLikelihood:

@@ -12,10 +12,7 @@ from .. import quadrature
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
 from .base import Likelihood
-from .counts import CountLikelihood
-
-#: Iterations (at most) of the safeguarded Newton search for the mode of N(f; μ, v) p(y | f)^α.
-NEWTON_ITERATIONS = 60
+from .counts import CountLikelihood, bracketed_root
 
 
 class Gamma(CountLikelihood, Likelihood):
@@ -128,16 +125,5 @@ class Gamma(CountLikelihood, Likelihood):
         # the likelihood term vanishes at log y, so the root lies between μ and log y
         log_y = torch.log(yy)
         low, high = torch.minimum(mu, log_y), torch.maximum(mu, log_y)
-        f = 0.5 * (low + high)
-        for _ in range(NEWTON_ITERATIONS):
-            hf = h(f)
-            low = torch.where(hf <= 0.0, f, low)
-            high = torch.where(hf >= 0.0, f, high)
-            new = f - hf / slope(f)
-            outside = ~((new > low) & (new < high))
-            new = torch.where(outside, 0.5 * (low + high), new)
-            done = not bool(((new - f).abs() > 1e-12 * (1.0 + f.abs())).any())
-            f = new
-            if done:
-                break
+        f = bracketed_root(lambda f: (h(f), slope(f)), low, high)
         return f, 1.0 / slope(f)

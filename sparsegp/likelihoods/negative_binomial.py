@@ -13,10 +13,7 @@ from .. import quadrature
 from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
 from .base import Likelihood
-from .counts import CountLikelihood
-
-#: Iterations (at most) of the safeguarded Newton search for the mode of N(f; μ, v) p(y | f)^α.
-NEWTON_ITERATIONS = 60
+from .counts import CountLikelihood, bracketed_root
 
 
 class NegativeBinomial(CountLikelihood, Likelihood):
@@ -131,16 +128,5 @@ class NegativeBinomial(CountLikelihood, Likelihood):
         log_y = torch.log(yy)
         low = torch.maximum(torch.minimum(mu, log_y), mu - alpha * r * v)
         high = torch.maximum(mu, log_y)
-        f = 0.5 * (low + high)
-        for _ in range(NEWTON_ITERATIONS):
-            hf = h(f)
-            low = torch.where(hf <= 0.0, f, low)
-            high = torch.where(hf >= 0.0, f, high)
-            new = f - hf / slope(f)
-            outside = ~((new > low) & (new < high))
-            new = torch.where(outside, 0.5 * (low + high), new)
-            done = not bool(((new - f).abs() > 1e-12 * (1.0 + f.abs())).any())
-            f = new
-            if done:
-                break
+        f = bracketed_root(lambda f: (h(f), slope(f)), low, high)
         return f, 1.0 / slope(f)

@@ -11,56 +11,21 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from scipy import integrate, optimize, special, stats
+from scipy import special, stats
 
 import sparsegp as sg
 from sparsegp.likelihoods import Beta, likelihood_from_config
 
+from .references import expectations_gradcheck, quad_under_normal, tilted_reference
+
 F64 = torch.float64
+#: ±15 sds in the quadrature references (N(0, 1) mass beyond: 7e-51): further out,
+#: scipy's Beta parameters μφ underflow
+WIDTH = 15.0
 
 
 def t(a):
     return torch.as_tensor(a, dtype=F64)
-
-
-def gamma_logpdf(y, f, k):
-    return float(stats.gamma.logpdf(y, a=k, scale=math.exp(f) / k))
-
-
-def quad_under_normal(fn, mu, v, peak):
-    """∫ fn(f) N(f; μ, v) df by adaptive quadrature, split at the likelihood's peak."""
-    sd = math.sqrt(v)
-    # ±15 sds (N(0, 1) mass beyond: 7e-51): further out, scipy's Beta parameters μφ underflow
-    lo, hi = mu - 15 * sd, mu + 15 * sd
-    points = [peak] if lo < peak < hi else None
-    value, _ = integrate.quad(lambda f: fn(f) * stats.norm.pdf(f, mu, sd), lo, hi,
-                              points=points, limit=500, epsabs=1e-13, epsrel=1e-13)
-    return value
-
-
-def tilted_reference(log_lik, mu, v, alpha, bracket):
-    """log Z̃ = log ∫ N(f; μ, v) p^α df, (m̃ − μ)/v and (ṽ − v)/v² by adaptive quadrature of
-    the integrand scaled by its value at its mode (found in `bracket`), so that it stays
-    accurate where Z̃ is tiny."""
-    sd = math.sqrt(v)
-
-    def log_g(f):
-        return alpha * log_lik(f) + stats.norm.logpdf(f, mu, sd)
-
-    lo, hi = min(bracket), max(bracket)
-    mode = optimize.minimize_scalar(lambda f: -log_g(f), bounds=(lo - 1e-9, hi + 1e-9),
-                                    method="bounded", options={"xatol": 1e-12}).x
-    top = log_g(mode)
-
-    def q(fn):
-        return integrate.quad(lambda f: fn(f) * math.exp(log_g(f) - top), mode - 15 * sd,
-                              mode + 15 * sd, points=[mode], limit=500, epsabs=1e-14,
-                              epsrel=1e-13)[0]
-
-    Z = q(lambda f: 1.0)
-    m1 = q(lambda f: f - mu) / Z
-    m2 = q(lambda f: (f - mu - m1) ** 2) / Z
-    return math.log(Z) + top, m1 / v, (m2 - v) / v**2
 
 
 def mean_of(f, link):
@@ -94,7 +59,7 @@ def test_variational_expectations_match_adaptive_quadrature(link, phi):
     with torch.no_grad():
         got = lik.variational_expectations(mean, var, y).numpy()
     for j, (mu, v, yk) in enumerate(grid):
-        ref = quad_under_normal(lambda f, yk=yk, phi=phi: beta_logpdf(yk, f, phi, link), mu, v, mu)
+        ref = quad_under_normal(lambda f, yk=yk, phi=phi: beta_logpdf(yk, f, phi, link), mu, v, mu, WIDTH)
         # 100 Gauss–Hermite points, measured: ≤ 1e-10 (logit); probit ≤ 1e-7 relative (5e-6
         # on the value −57.9 at φ = 200, m = −3, v = 4, y = 0.01)
         assert abs(got[j] - ref) < 1e-6 * (1 + abs(ref)), (mu, v, yk, got[j], ref)
@@ -116,7 +81,7 @@ def test_tilted_moments_and_predictive_density_match_adaptive_quadrature(link, a
         for j, (mu, v, yk) in enumerate(cases):
             # every mode lies between μ and the likelihood's peak, inside ±30 in f
             ref = tilted_reference(lambda f, yk=yk, phi=phi: beta_logpdf(yk, f, phi, link), mu, v, alpha,
-                                   (mu, 30.0 if yk > 0.5 else -30.0))
+                                   (mu, 30.0 if yk > 0.5 else -30.0), WIDTH)
             # measured: ≤ 2e-7 (relative to 1 + |value|), worst in the second derivative
             for got, want in zip((log_Z[j], d1[j], d2[j]), ref):
                 assert abs(float(got) - want) < 1e-6 * (1 + abs(want)), (phi, j, float(got), want)
@@ -132,9 +97,9 @@ def test_predictive_moments_match_quadrature():
     with torch.no_grad():
         Ey, Vy = lik.predict_mean_and_var(mean, var)
     for j, (mu, v) in enumerate(cases):
-        m1 = quad_under_normal(special.expit, mu, v, mu)
+        m1 = quad_under_normal(special.expit, mu, v, mu, WIDTH)
         m2 = quad_under_normal(lambda f: special.expit(f) * special.expit(-f) / (1 + phi)
-                               + special.expit(f) ** 2, mu, v, mu)
+                               + special.expit(f) ** 2, mu, v, mu, WIDTH)
         assert abs(float(Ey[j]) - m1) < 1e-12
         assert abs(float(Vy[j]) - (m2 - m1**2)) < 1e-12
 
@@ -147,23 +112,7 @@ def test_gradients_match_finite_differences(link):
     var = t([0.3, 1.1, 0.05]).requires_grad_()
     y = t([0.5, 0.04, 0.93])
 
-    def through_parameter(fn):
-        def wrapped(raw, m, v):
-            old = lik.raw_precision
-            lik._parameters["raw_precision"] = raw
-            try:
-                return fn(m, v)
-            finally:
-                lik._parameters["raw_precision"] = old
-        return wrapped
-
-    raw = lik.raw_precision.detach().clone().requires_grad_()
-    for fn in (lambda m, v: lik.variational_expectations(m, v, y),
-               lambda m, v: lik.predict_log_density(m, v, y),
-               lambda m, v: lik.tilted_moments(m, v, y, 0.5)[0],
-               lambda m, v: lik.predict_mean_and_var(m, v)[1],
-               lambda m, v: lik.log_prob(m, y)):
-        assert torch.autograd.gradcheck(through_parameter(fn), (raw, mean, var), atol=1e-7, rtol=1e-6)
+    expectations_gradcheck(lik, mean, var, y)
 
 
 def test_parameters_config_and_validation():

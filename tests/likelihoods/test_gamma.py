@@ -10,10 +10,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from scipy import integrate, optimize, stats
+from scipy import stats
 
 import sparsegp as sg
 from sparsegp.likelihoods import Gamma, likelihood_from_config
+
+from .references import expectations_gradcheck, quad_under_normal, tilted_reference
 
 F64 = torch.float64
 
@@ -24,41 +26,6 @@ def t(a):
 
 def gamma_logpdf(y, f, k):
     return float(stats.gamma.logpdf(y, a=k, scale=math.exp(f) / k))
-
-
-def quad_under_normal(fn, mu, v, peak):
-    """∫ fn(f) N(f; μ, v) df by adaptive quadrature, split at the likelihood's peak."""
-    sd = math.sqrt(v)
-    lo, hi = mu - 40 * sd, mu + 40 * sd
-    points = [peak] if lo < peak < hi else None
-    value, _ = integrate.quad(lambda f: fn(f) * stats.norm.pdf(f, mu, sd), lo, hi,
-                              points=points, limit=500, epsabs=1e-13, epsrel=1e-13)
-    return value
-
-
-def tilted_reference(log_lik, mu, v, alpha, bracket):
-    """log Z̃ = log ∫ N(f; μ, v) p^α df, (m̃ − μ)/v and (ṽ − v)/v² by adaptive quadrature of
-    the integrand scaled by its value at its mode (found in `bracket`), so that it stays
-    accurate where Z̃ is tiny."""
-    sd = math.sqrt(v)
-
-    def log_g(f):
-        return alpha * log_lik(f) + stats.norm.logpdf(f, mu, sd)
-
-    lo, hi = min(bracket), max(bracket)
-    mode = optimize.minimize_scalar(lambda f: -log_g(f), bounds=(lo - 1e-9, hi + 1e-9),
-                                    method="bounded", options={"xatol": 1e-12}).x
-    top = log_g(mode)
-
-    def q(fn):
-        return integrate.quad(lambda f: fn(f) * math.exp(log_g(f) - top), mode - 40 * sd,
-                              mode + 40 * sd, points=[mode], limit=500, epsabs=1e-14,
-                              epsrel=1e-13)[0]
-
-    Z = q(lambda f: 1.0)
-    m1 = q(lambda f: f - mu) / Z
-    m2 = q(lambda f: (f - mu - m1) ** 2) / Z
-    return math.log(Z) + top, m1 / v, (m2 - v) / v**2
 
 
 def test_log_prob_matches_scipy():
@@ -127,23 +94,7 @@ def test_gradients_match_finite_differences():
     var = t([0.3, 1.1, 0.05]).requires_grad_()
     y = t([0.5, 4.0, 9.0])
 
-    def through_parameter(fn):
-        def wrapped(raw, m, v):
-            old = lik.raw_shape
-            lik._parameters["raw_shape"] = raw
-            try:
-                return fn(m, v)
-            finally:
-                lik._parameters["raw_shape"] = old
-        return wrapped
-
-    raw = lik.raw_shape.detach().clone().requires_grad_()
-    for fn in (lambda m, v: lik.variational_expectations(m, v, y),
-               lambda m, v: lik.predict_log_density(m, v, y),
-               lambda m, v: lik.tilted_moments(m, v, y, 0.5)[0],
-               lambda m, v: lik.predict_mean_and_var(m, v)[1],
-               lambda m, v: lik.log_prob(m, y)):
-        assert torch.autograd.gradcheck(through_parameter(fn), (raw, mean, var), atol=1e-7, rtol=1e-6)
+    expectations_gradcheck(lik, mean, var, y)
 
 
 def test_parameters_config_and_validation():

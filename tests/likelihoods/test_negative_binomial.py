@@ -10,10 +10,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from scipy import integrate, special, stats
+from scipy import special, stats
 
 import sparsegp as sg
 from sparsegp.likelihoods import NegativeBinomial, Poisson, likelihood_from_config
+
+from .references import expectations_gradcheck, quad_under_normal
 
 F64 = torch.float64
 
@@ -33,16 +35,6 @@ def nb_logpmf_stable(y, f, r):
     log_total = np.logaddexp(math.log(r), f)  # log(r + μ)
     return float(special.gammaln(y + r) - special.gammaln(r) - special.gammaln(y + 1)
                  + r * (math.log(r) - log_total) + y * (f - log_total))
-
-
-def quad_under_normal(fn, mu, v, peak):
-    """∫ fn(f) N(f; μ, v) df by adaptive quadrature, split at the likelihood's peak."""
-    sd = math.sqrt(v)
-    lo, hi = mu - 40 * sd, mu + 40 * sd
-    points = [peak] if lo < peak < hi else None
-    value, _ = integrate.quad(lambda f: fn(f) * stats.norm.pdf(f, mu, sd), lo, hi,
-                              points=points, limit=500, epsabs=1e-13, epsrel=1e-13)
-    return value
 
 
 def test_log_prob_matches_scipy():
@@ -128,23 +120,7 @@ def test_gradients_match_finite_differences():
     var = t([0.3, 1.1, 0.05]).requires_grad_()
     y = t([0.0, 4.0, 9.0])
 
-    def through_parameter(fn):
-        def wrapped(raw, m, v):
-            old = lik.raw_dispersion
-            lik._parameters["raw_dispersion"] = raw
-            try:
-                return fn(m, v)
-            finally:
-                lik._parameters["raw_dispersion"] = old
-        return wrapped
-
-    raw = lik.raw_dispersion.detach().clone().requires_grad_()
-    for fn in (lambda m, v: lik.variational_expectations(m, v, y),
-               lambda m, v: lik.predict_log_density(m, v, y),
-               lambda m, v: lik.tilted_moments(m, v, y, 0.5)[0],
-               lambda m, v: lik.predict_mean_and_var(m, v)[1],
-               lambda m, v: lik.log_prob(m, y)):
-        assert torch.autograd.gradcheck(through_parameter(fn), (raw, mean, var), atol=1e-7, rtol=1e-6)
+    expectations_gradcheck(lik, mean, var, y)
 
 
 def test_parameters_config_and_validation():

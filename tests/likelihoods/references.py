@@ -1,0 +1,65 @@
+"""Independent references the likelihood tests share: adaptive quadrature under a normal, the
+tilted moments of Power EP by quadrature, and finite-difference gradients of a likelihood's
+expectations in its parameters and in the moments of f."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import torch
+from scipy import integrate, optimize, stats
+
+from ..conformance.helpers import gradcheck_through
+
+
+def quad_under_normal(fn: Callable[[float], float], mu: float, v: float, peak: float,
+                      width: float = 40.0) -> float:
+    """∫ fn(f) N(f; μ, v) df by adaptive quadrature over μ ± `width` sds, split at the
+    likelihood's peak."""
+    sd = math.sqrt(v)
+    lo, hi = mu - width * sd, mu + width * sd
+    points = [peak] if lo < peak < hi else None
+    value, _ = integrate.quad(lambda f: fn(f) * stats.norm.pdf(f, mu, sd), lo, hi,
+                              points=points, limit=500, epsabs=1e-13, epsrel=1e-13)
+    return value
+
+
+def tilted_reference(log_lik: Callable[[float], float], mu: float, v: float, alpha: float,
+                     bracket: tuple[float, float], width: float = 40.0
+                     ) -> tuple[float, float, float]:
+    """log Z̃ = log ∫ N(f; μ, v) p^α df, (m̃ − μ)/v and (ṽ − v)/v² by adaptive quadrature of
+    the integrand scaled by its value at its mode (found in `bracket`), over the mode ±
+    `width` sds, so that it stays accurate where Z̃ is tiny."""
+    sd = math.sqrt(v)
+
+    def log_g(f: float) -> float:
+        return alpha * log_lik(f) + stats.norm.logpdf(f, mu, sd)
+
+    lo, hi = min(bracket), max(bracket)
+    mode = optimize.minimize_scalar(lambda f: -log_g(f), bounds=(lo - 1e-9, hi + 1e-9),
+                                    method="bounded", options={"xatol": 1e-12}).x
+    top = log_g(mode)
+
+    def q(fn: Callable[[float], float]) -> float:
+        return integrate.quad(lambda f: fn(f) * math.exp(log_g(f) - top), mode - width * sd,
+                              mode + width * sd, points=[mode], limit=500, epsabs=1e-14,
+                              epsrel=1e-13)[0]
+
+    Z = q(lambda f: 1.0)
+    m1 = q(lambda f: f - mu) / Z
+    m2 = q(lambda f: (f - mu - m1) ** 2) / Z
+    return math.log(Z) + top, m1 / v, (m2 - v) / v**2
+
+
+def expectations_gradcheck(lik: torch.nn.Module, mean: torch.Tensor, var: torch.Tensor,
+                           y: torch.Tensor, extra: Iterable[Callable] = ()) -> None:
+    """Autograd against central differences, in every parameter of `lik` and in the mean and
+    variance of f, for the variational expectation, the predictive density, Power EP's log Z̃
+    (α = 0.5), the predictive variance and the log density (and `extra` functions of m, v)."""
+    for fn in (lambda m, v: lik.variational_expectations(m, v, y),
+               lambda m, v: lik.predict_log_density(m, v, y),
+               lambda m, v: lik.tilted_moments(m, v, y, 0.5)[0],
+               lambda m, v: lik.predict_mean_and_var(m, v)[1],
+               lambda m, v: lik.log_prob(m, y), *extra):
+        assert gradcheck_through([lik], fn, [mean, var], atol=1e-7, rtol=1e-6)
