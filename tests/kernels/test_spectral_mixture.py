@@ -12,6 +12,8 @@ from scipy import integrate
 import sparsegp as sg
 from sparsegp.kernels import kernel_from_config
 
+from .fitting import fits_and_round_trips
+
 rng = np.random.default_rng(5)
 X = rng.normal(size=(7, 2))
 X2 = rng.normal(size=(5, 2))
@@ -161,15 +163,4 @@ def test_sgpr_fit_and_save(tmp_path):
     r = np.random.default_rng(2)
     A = np.sort(r.uniform(0.0, 10.0, 80))[:, None]
     y = np.sin(2 * np.pi * 0.8 * A[:, 0]) * np.exp(-0.05 * A[:, 0]) + 0.05 * r.standard_normal(80)
-    kernel = sg.kernels.SpectralMixture(num_mixtures=3)
-    m = sg.SGPR(A, y, kernel=kernel, inducing_points=30, noise_variance=0.1)
-    start = m.log_marginal_likelihood()
-    result = m.fit(maxiter=300)
-    assert result.success, result.message
-    assert m.log_marginal_likelihood() > start + 1.0
-    mean, _ = m.predict(A)
-    assert np.sqrt(np.mean((mean - y) ** 2)) < 0.2 * np.std(y)
-    m.save(tmp_path / "model.pt", include_data=True)
-    loaded = sg.load(tmp_path / "model.pt")
-    assert type(loaded.kernel) is sg.kernels.SpectralMixture
-    assert loaded.log_marginal_likelihood() == pytest.approx(m.log_marginal_likelihood(), rel=1e-12)
+    fits_and_round_trips(sg.kernels.SpectralMixture(num_mixtures=3), A, y, tmp_path, 30, 300)
