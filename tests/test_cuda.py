@@ -174,3 +174,33 @@ def test_kissgp_and_spectral_models_match_the_cpu():
         Xs = np.linspace(0.5, 5.5, 7)[:, None]
         for a, b in zip(cpu.predict(Xs), gpu.predict(Xs)):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
+
+
+def test_streaming_updates_and_conditioning_match_the_cpu():
+    """A streamed SGPR, and GPR and SGPR conditioned on new observations (one set of targets
+    and fantasies), predict on the device what they predict on the CPU."""
+    X, y = make_problem(1, N=400, D=2)
+    Xs = np.linspace(-2, 2, 25)[:, None].repeat(2, 1)
+    kernel = lambda: sg.kernels.SquaredExponential(lengthscale=[1.0, 0.8])  # noqa: E731
+    for approx, alpha in (("vfe", None), ("pep", 0.5)):
+        first = sg.SGPR(X[:200], y[:200], kernel=kernel(), inducing_points=X[:15],
+                        approximation=approx, alpha=alpha, noise_variance=0.1)
+        cpu = first.update(X[200:], y[200:], fit=False)
+        gpu = first.to(DEVICE).update(torch.as_tensor(X[200:], device=DEVICE),
+                                      torch.as_tensor(y[200:], device=DEVICE), fit=False)
+        assert gpu.device.type == torch.device(DEVICE).type
+        assert gpu.log_marginal_likelihood() == pytest.approx(cpu.log_marginal_likelihood(),
+                                                              rel=1e-10)
+        for a, b in zip(cpu.predict(Xs), gpu.predict(Xs)):
+            np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
+    fantasies = np.random.default_rng(0).standard_normal((4, 5))
+    for build in (lambda: sg.GPR(X[:300], y[:300], kernel=kernel(), noise_variance=0.1),
+                  lambda: sg.SGPR(X[:300], y[:300], kernel=kernel(), inducing_points=X[:15],
+                                  noise_variance=0.1)):
+        cpu, gpu = build(), build().to(DEVICE)
+        for targets in (y[300:305], y[300:305] + fantasies):
+            c = cpu.condition_on_observations(X[300:305], targets)
+            g = gpu.condition_on_observations(torch.as_tensor(X[300:305], device=DEVICE),
+                                              torch.as_tensor(targets, device=DEVICE))
+            for a, b in zip(c.predict(Xs), g.predict(torch.as_tensor(Xs, device=DEVICE))):
+                np.testing.assert_allclose(b.detach().cpu().numpy(), a, rtol=1e-9, atol=1e-12)
