@@ -8,7 +8,7 @@ Kernels know nothing about inducing variables: they map inputs to covariances,
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import ABC, ABCMeta, abstractmethod
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -22,12 +22,27 @@ from ..registry import Registered, Registry
 BLOCK_ROWS = 256
 
 
-class Kernel(Registered, Parameterised, ABC):
+class _KernelType(ABCMeta):
+    """Every kernel class takes `active_dims=` besides its own arguments: a list of input
+    columns, and the kernel is built on those columns only (`kernels.Active(kernel,
+    active_dims)`, found through the registry so that this module need not import it)."""
+
+    def __call__(cls, *args: Any, active_dims: Any = None, **kwargs: Any) -> Any:
+        kernel = super().__call__(*args, **kwargs)
+        if active_dims is None:
+            return kernel
+        return cast(Any, Kernel.registry.get("Active"))(kernel, active_dims)
+
+
+class Kernel(Registered, Parameterised, ABC, metaclass=_KernelType):
     """A positive-definite covariance function k(x, x').
 
     Shapes: X [N, D], X2 [N2, D] -> `K(X, X2)` [N, N2], `K_diag(X)` [N]. A subclass implements
     `K` and `K_diag`; positive parameters are declared with `_declare(name, value, default,
     floor)` and read with `value(name)`; `k1 + k2` and `k1 * k2` give `Sum` and `Product`.
+    Every kernel class also takes `active_dims=[columns]`: the kernel on those input columns
+    only (`Active`), e.g. `SquaredExponential(active_dims=[0]) + Matern32(active_dims=[1, 2])`
+    for an additive model.
 
     Example:
 

@@ -218,3 +218,22 @@ def test_a_models_summary_names_the_columns_each_part_sees():
     row = table.splitlines().index(next(line for line in table.splitlines()
                                         if "lengthscale" in line))
     assert "· c" in table.splitlines()[row + 1] and "· a" in table.splitlines()[row + 2]
+
+
+def test_every_kernel_class_takes_active_dims():
+    # `active_dims=` on any kernel class builds `Active(kernel, active_dims)`: the same K as
+    # the kernel on the sliced columns, through sums and products, config round trips
+    X = torch.as_tensor(np.random.default_rng(7).standard_normal((6, 3)))
+    for cls in (K_.SquaredExponential, K_.Matern12, K_.Matern52, K_.RationalQuadratic,
+                K_.Linear, K_.Polynomial, K_.ArcCosine):
+        k = cls(active_dims=[2, 0])
+        assert isinstance(k, K_.Active) and isinstance(k.kernel, cls) and k.dims == [2, 0]
+        torch.testing.assert_close(k.K(X), cls().K(X[:, [2, 0]]), rtol=1e-14, atol=0.0)
+        again = kernel_from_config(k.config())
+        torch.testing.assert_close(again.K(X), k.K(X), rtol=1e-14, atol=0.0)
+    additive = K_.RBF(lengthscale=0.7, active_dims=[0]) * K_.Linear(active_dims=[1])
+    torch.testing.assert_close(additive.K(X), K_.RBF(lengthscale=0.7).K(X[:, :1])
+                               * K_.Linear().K(X[:, 1:2]), rtol=1e-14, atol=0.0)
+    assert type(K_.RBF()) is K_.SquaredExponential  # without it, the kernel itself
+    with pytest.raises((ValueError, TypeError)):
+        K_.RBF(active_dims=[-1])
