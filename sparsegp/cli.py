@@ -210,6 +210,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _experiment(args: argparse.Namespace) -> int:
     from .experiments import (
+        additive,
         approximations,
         bauer2016,
         bui2017,
@@ -220,7 +221,8 @@ def _experiment(args: argparse.Namespace) -> int:
 
     runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
               "vdw2018-conv": vdw2018_conv, "bui2017": bui2017,
-              "randominputs": randominputs, "approximations": approximations}[args.which]
+              "randominputs": randominputs, "approximations": approximations,
+              "additive": additive}[args.which]
     return runner.main(args.args)
 
 
@@ -299,9 +301,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "`sparsegp experiment vdw2018-conv --help`, "
                        "`sparsegp experiment bui2017 --help`, "
                        "`sparsegp experiment randominputs --help`, "
-                       "`sparsegp experiment approximations --help`")
+                       "`sparsegp experiment approximations --help`, "
+                       "`sparsegp experiment additive --help`")
     x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv", "bui2017",
-                                     "randominputs", "approximations"], help="which experiment")
+                                     "randominputs", "approximations", "additive"],
+                   help="which experiment")
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
     return p
