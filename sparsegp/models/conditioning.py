@@ -208,12 +208,12 @@ def _new_noise(model: Any, noise: Any, k: int) -> Tensor | None:
                          f"variance of the {k} new points (noise=, a number or [{k}], units "
                          "of y)")
     t = as_tensor(noise.detach() if isinstance(noise, Tensor) else noise, "noise")
-    if t.dim() > 1 or (t.dim() == 1 and t.shape[0] != k) or not bool(
+    if t.dim() > 1 or t.numel() not in (1, k) or not bool(
             (torch.isfinite(t) & (t > 0)).all()):
         raise ValueError(f"noise must be a positive number or {k} of them (units of y); got "
                          f"shape {tuple(t.shape)}")
     value = noise if isinstance(noise, Tensor) else t
-    value = value.to(device=model.device, dtype=PARAMETER_DTYPE).expand(k)
+    value = value.to(device=model.device, dtype=PARAMETER_DTYPE).reshape(-1).expand(k)
     return value / model.y_scale ** 2
 
 

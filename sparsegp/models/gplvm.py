@@ -24,6 +24,7 @@ from ..objectives.gplvm import (
     kl_standard_normal,
     optimal_q,
     psi_sums,
+    summed,
     uncollapsed_data_term,
 )
 from ..objectives.psi import MAX_NODES, max_points, sample_rule
@@ -246,7 +247,7 @@ class _NewLatents(Parameterised):
         S = self.value("X_variance")
         new = psi_sums(self.kernel, self.Z, self.Yn, self.X_mean, S, rule=self.rule,
                        chunk_size=self.chunk_size)
-        data = data_bound(self.fixed + new, self.L, self.noise)
+        data = data_bound(summed(self.fixed, new), self.L, self.noise)
         return -(data - kl_standard_normal(self.X_mean, S))
 
 

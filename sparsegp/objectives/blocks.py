@@ -252,8 +252,8 @@ class BlockPowerEPStream(Stream):
         z = self.L.new_zeros
         return [z(self.M + 1, self.M + 1), z(()), z(()), z(())]
 
-    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, ids: Tensor,  # type: ignore[override]
-            alpha: Tensor, noise: Tensor) -> None:
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, *extra: Tensor) -> None:
+        ids, alpha, noise = extra  # the block ids, powers and noise of every row
         K, a, groups = self._groups(Xb, ids, alpha, noise)
         AY = _padded(a, yb)
         Vs = []

@@ -42,9 +42,11 @@ class PsiSums(NamedTuple):
     yy: Tensor
     n: int
 
-    def __add__(self, other: PsiSums) -> PsiSums:  # type: ignore[override]
-        return PsiSums(self.psi0 + other.psi0, self.psi1_y + other.psi1_y, self.psi2 + other.psi2,
-                       self.yy + other.yy, self.n + other.n)
+
+def summed(a: PsiSums, b: PsiSums) -> PsiSums:
+    """The Ψ sums of two sets of points together (a NamedTuple's `+` would concatenate)."""
+    return PsiSums(a.psi0 + b.psi0, a.psi1_y + b.psi1_y, a.psi2 + b.psi2, a.yy + b.yy, a.n + b.n)
+
 
 
 class PsiStream(Stream):

@@ -29,8 +29,9 @@ class PointNoiseStream(RecomputedStream):
         self.mode, self.alpha = fam.mode, fam.alpha
 
     # its one extra column: the noise σ²_n of every point
-    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, noise: Tensor  # type: ignore[override]
+    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, *extra: Tensor
              ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        (noise,) = extra
         a = torch.linalg.solve_triangular(L, Kuf(self.feature, self.kernel, Xb).to(L.dtype),
                                           upper=False)
         noise = noise.to(L.dtype)

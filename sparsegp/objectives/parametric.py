@@ -31,8 +31,9 @@ class FeatureMapStream(RecomputedStream):
     with `num_inducing` (= K) and `features(X, kernel) -> [K, B]`."""
 
     # its one extra column: the noise σ²_n of every point
-    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, noise: Tensor  # type: ignore[override]
+    def sums(self, L: Tensor, Xb: Tensor, yb: Tensor, *extra: Tensor
              ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        (noise,) = extra
         Phi = self.feature.features(Xb, self.kernel).to(L.dtype)  # [K, B]
         noise = noise.to(L.dtype)
         W = torch.cat([Phi, yb.to(L.dtype)[None]], 0) * torch.rsqrt(noise)

@@ -27,6 +27,12 @@ from .streaming import Stream
 GRAM_PANEL_ROWS = 84
 
 
+def no_extra_columns(extra: tuple[Tensor, ...]) -> None:
+    """A stream's `add` takes exactly the columns its objective streams: these take none."""
+    if extra:
+        raise TypeError(f"this stream takes (X, y) chunks only; got {len(extra)} extra columns")
+
+
 def add_products_lower_(out: Tensor, K: Tensor, K2: Tensor) -> None:
     """out += K K2ᵀ on (at least) the lower triangle, for a symmetric K K2ᵀ. Shapes: [m, B].
 
@@ -109,8 +115,8 @@ class WhitenedStream(Stream):
         z = self._L_acc.new_zeros
         return [z(self.M + self.P, self.M + self.P), z(())]
 
-    # no extra columns: a stream's `add` takes exactly the columns its objective streams
-    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:  # type: ignore[override]
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, *extra: Tensor) -> None:
+        no_extra_columns(extra)
         _, AY = self._chunk(Xb, yb, whiten=True)
         add_gram_lower_(acc[0], AY)
         acc[1].add_(self.kuf.kdiag(Xb).sum().to(self.acc_dtype))
@@ -183,8 +189,8 @@ class PowerEPStream(Stream):
         return [z(self.M + self.P, self.M + self.P, dtype=self.acc_dtype)] + [
             z((), dtype=self.acc_dtype) for _ in range(3)]
 
-    # no extra columns: a stream's `add` takes exactly the columns its objective streams
-    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor) -> None:  # type: ignore[override]
+    def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, *extra: Tensor) -> None:
+        no_extra_columns(extra)
         _, AY, _, d, lam = self._chunk(Xb, yb)
         # [a√β; (y√β)ᵀ][…]ᵀ holds A, c and Σ β y² at once
         add_gram_lower_(acc[0], AY.mul_(torch.rsqrt(lam)))

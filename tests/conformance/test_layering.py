@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("inference", {"objectives", "posteriors"}),
     ("fitting", {"training", "diagnostics"}),
     ("models", {"models"}),
-    ("api", {"__init__", "sklearn", "workflows"}),
+    ("api", {"__init__", "sklearn", "workflows", "botorch"}),
     ("applications", {"cli", "__main__", "experiments", "benchmarking"}),
 ]
 

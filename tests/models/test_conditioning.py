@@ -371,3 +371,17 @@ def test_pathwise_samples_of_a_fantasy_model_are_refused_clearly():
     batch = condition(m, X[N:N + 2], np.zeros((3, 2)))
     with pytest.raises(ValueError, match="fantas"):
         batch.pathwise_samples(2)
+
+
+@pytest.mark.parametrize("build", [gpr, sgpr])
+def test_one_known_noise_variance_serves_every_new_point(build):
+    # noise= "a number or [k]": a number is every new point's noise variance
+    X, y = data()
+    noise = np.full(N + 3, 0.05)
+    m = build(X[:N], y[:N], False, noise_variance=noise[:N])
+    one = condition(m, X[N:N + 3], y[N:N + 3], noise=0.05)
+    each = condition(m, X[N:N + 3], y[N:N + 3], noise=noise[N:])
+    for a, b in zip(predictions(one), predictions(each)):
+        assert_close(a, b)
+    with pytest.raises(ValueError, match="a positive number or 3 of them"):
+        condition(m, X[N:N + 3], y[N:N + 3], noise=[0.05, 0.05])
