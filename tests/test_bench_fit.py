@@ -1,0 +1,33 @@
+"""`sparsegp bench fit`: its quick run writes a table, and "within 1%" is the first kept state
+whose scores are within 1% of the reference's."""
+
+import numpy as np
+
+from sparsegp.benchmarking import fit
+
+
+def test_the_quick_run_writes_its_table(tmp_path):
+    out = tmp_path / "fit.md"
+    assert fit.main(["--quick", "--models", "SGPR (VFE)", "--out", str(out)]) == 0
+    text = out.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| friedman1 | 2000 | SGPR"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert int(cells[4]) >= 1 and "it." in cells[5]  # iterations; reached within 1%
+    rmse, ref = (float(v) for v in cells[6].split(","))
+    assert abs(rmse - ref) <= 0.01 * ref  # the default fit ends within 1% here
+
+
+def test_within_one_percent_is_the_first_good_state():
+    case = fit.standard_cases(quick=True)[0]
+    model = fit.regression_models(quick=True)["SGPR (VFE)"](case.X[:300], case.y[:300])
+    result, trace = fit.traced_fit(model, maxiter=40)
+    final = fit.scores(model, case)
+    seconds, at = fit.first_good(model, case, trace, final)
+    assert at is not None and seconds == trace.seconds[at]
+    # the state found is good, and no earlier one is
+    scored = []
+    for i in range(at + 1):
+        model.load_state_dict(trace.states[i])
+        scored.append(fit.good(*fit.scores(model, case), final))
+    assert scored[-1] and not any(scored[:-1])
+    assert np.all(np.diff(trace.seconds) >= 0)
