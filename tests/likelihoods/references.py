@@ -63,3 +63,24 @@ def expectations_gradcheck(lik: torch.nn.Module, mean: torch.Tensor, var: torch.
                lambda m, v: lik.predict_mean_and_var(m, v)[1],
                lambda m, v: lik.log_prob(m, y), *extra):
         assert gradcheck_through([lik], fn, [mean, var], atol=1e-7, rtol=1e-6)
+
+
+#: The (mean, variance) pairs of f the predictive-moment checks use.
+MOMENT_CASES = [(0.0, 0.3), (1.2, 1.0), (-0.5, 2.0)]
+
+
+def check_predictive_moments(lik: torch.nn.Module, first: Callable[[float], float],
+                             second: Callable[[float], float], rtol: float, atol: float = 0.0,
+                             width: float = 40.0) -> None:
+    """`predict_mean_and_var` against quadrature: E[y*] = E_f[first(f)] and
+    Var[y*] = E_f[second(f)] − E[y*]², with `first` (`second`) the mean (second moment) of y
+    given f, for each (μ, v) of `MOMENT_CASES`."""
+    mean = torch.tensor([c[0] for c in MOMENT_CASES], dtype=torch.float64)
+    var = torch.tensor([c[1] for c in MOMENT_CASES], dtype=torch.float64)
+    with torch.no_grad():
+        Ey, Vy = lik.predict_mean_and_var(mean, var)
+    for j, (mu, v) in enumerate(MOMENT_CASES):
+        m1 = quad_under_normal(first, mu, v, mu, width)
+        m2 = quad_under_normal(second, mu, v, mu, width)
+        assert abs(float(Ey[j]) - m1) <= rtol * abs(m1) + atol
+        assert abs(float(Vy[j]) - (m2 - m1**2)) <= rtol * abs(m2 - m1**2) + atol
