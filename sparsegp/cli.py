@@ -214,7 +214,9 @@ def _experiment(args: argparse.Namespace) -> int:
         approximations,
         bauer2016,
         bui2017,
+        likelihoods,
         randominputs,
+        streaming,
         vdw2018_conv,
         vdw2018_interdomain,
     )
@@ -222,7 +224,8 @@ def _experiment(args: argparse.Namespace) -> int:
     runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
               "vdw2018-conv": vdw2018_conv, "bui2017": bui2017,
               "randominputs": randominputs, "approximations": approximations,
-              "additive": additive}[args.which]
+              "additive": additive, "streaming": streaming,
+              "likelihoods": likelihoods}[args.which]
     return runner.main(args.args)
 
 
@@ -302,9 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "`sparsegp experiment bui2017 --help`, "
                        "`sparsegp experiment randominputs --help`, "
                        "`sparsegp experiment approximations --help`, "
-                       "`sparsegp experiment additive --help`")
+                       "`sparsegp experiment additive --help`, "
+                       "`sparsegp experiment streaming --help`, "
+                       "`sparsegp experiment likelihoods --help`")
     x.add_argument("which", choices=["bauer2016", "vdw2018-interdomain", "vdw2018-conv", "bui2017",
-                                     "randominputs", "approximations", "additive"],
+                                     "randominputs", "approximations", "additive",
+                                     "streaming", "likelihoods"],
                    help="which experiment")
     x.add_argument("args", nargs=argparse.REMAINDER, help="options of the experiment")
     x.set_defaults(run=_experiment)
