@@ -65,6 +65,25 @@ def as_user_value(t: Tensor) -> float | np.ndarray:
     return float(t) if t.dim() == 0 else t.numpy().copy()
 
 
+class UserValue:
+    """A declared parameter as a plain-number property of its module (`shape = UserValue()`
+    for the parameter "shape"): reading gives `as_user_value(module.value(name))`, assigning
+    goes through `module._assign(name, value)` (in place: `set_value`; a kernel also marks
+    the parameter as given). One descriptor instead of a getter and a setter per parameter."""
+
+    def __init__(self, doc: str | None = None) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, module: Any, owner: type | None = None) -> Any:
+        return self if module is None else as_user_value(module.value(self.name))
+
+    def __set__(self, module: Any, value: Any) -> None:
+        module._assign(self.name, value)
+
+
 def as_user_array(t: Tensor) -> np.ndarray:
     """`as_user_value` of a tensor of one dimension or more: always a numpy array."""
     return cast(np.ndarray, as_user_value(t))
@@ -136,6 +155,10 @@ class Parameterised(nn.Module):
                 return bounded(getattr(self, "raw_" + name), *bounds)
             return softplus_floor(getattr(self, "raw_" + name), self._floors[name])
         return getattr(self, name)
+
+    def _assign(self, name: str, value: Any, reshape: bool = False) -> None:
+        """What assigning a `UserValue` property does: `set_value` (kernels extend it)."""
+        self.set_value(name, value, reshape=reshape)
 
     def set_value(self, name: str, value: Any, *, reshape: bool = False) -> None:
         """Assign a value to the parameter `name` (dotted from this module, as

@@ -29,6 +29,8 @@ def gpytorch_sgpr_row(case: Any, reference: tuple[float, float], M: int, steps: 
     import gpytorch
     import torch
 
+    from ..models.predictions import gaussian_log_density
+
     dtype = torch.float64
     X, Xs = (torch.as_tensor(a, dtype=dtype) for a in (case.X, case.Xs))
     shift, scale = float(case.y.mean()), float(case.y.std())
@@ -76,7 +78,7 @@ def gpytorch_sgpr_row(case: Any, reference: tuple[float, float], M: int, steps: 
             var = pred.variance.numpy() * scale**2
         model.train()
         likelihood.train()
-        nlpd = float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (case.ys - mean) ** 2 / var))
+        nlpd = -float(gaussian_log_density(mean, var, case.ys).mean())
         return float(np.sqrt(np.mean((mean - case.ys) ** 2))), nlpd
 
     final = score(states[-1])

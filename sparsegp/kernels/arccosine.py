@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from .base import Kernel, as_inputs, check_input_pair
 
 #: J_n(0)/π: K_diag = σ² ‖x‖^{2n} J_n(0)/π (order 0: 1, order 1: 1, order 2: 3).
@@ -107,29 +107,11 @@ class ArcCosine(Kernel):
         self._declare("weight_variances", weight_variances, 1.0, POSITIVE_FLOOR)
         self._declare("bias_variance", bias_variance, 1.0, POSITIVE_FLOOR, max_dim=0)
 
-    @property
-    def variance(self) -> float | Any:
-        return as_user_value(self.value("variance"))
+    variance = UserValue()
 
-    @variance.setter
-    def variance(self, v: Any) -> None:
-        self._assign("variance", v)
+    weight_variances = UserValue()
 
-    @property
-    def weight_variances(self) -> float | Any:
-        return as_user_value(self.value("weight_variances"))
-
-    @weight_variances.setter
-    def weight_variances(self, v: Any) -> None:
-        self._assign("weight_variances", v)
-
-    @property
-    def bias_variance(self) -> float | Any:
-        return as_user_value(self.value("bias_variance"))
-
-    @bias_variance.setter
-    def bias_variance(self, v: Any) -> None:
-        self._assign("bias_variance", v)
+    bias_variance = UserValue()
 
     def _weights(self, X: Tensor) -> Tensor:
         w = self.value("weight_variances")

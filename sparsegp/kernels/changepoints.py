@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_array, as_user_value
+from ..parameters import UserValue, as_user_array
 from .base import Kernel, as_inputs, check_input_pair, kernel_from_config
 
 
@@ -81,13 +81,7 @@ class ChangePoints(Kernel):
             raise ValueError(f"steepness must be a scalar or {P - 1} values (one per location); "
                              f"got shape {tuple(s.shape)}")
 
-    @property
-    def steepness(self) -> float | Any:
-        return as_user_value(self.value("steepness"))
-
-    @steepness.setter
-    def steepness(self, v: Any) -> None:
-        self._assign("steepness", v)
+    steepness = UserValue()
 
     def _column(self, X: Tensor) -> Tensor:
         if X.shape[1] <= self.dim:

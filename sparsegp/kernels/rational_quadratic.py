@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from .stationary import RadialKernel
 
 
@@ -40,13 +40,7 @@ class RationalQuadratic(RadialKernel):
         super().__init__(lengthscale, variance, ard=ard)
         self._declare("alpha", alpha, 1.0, POSITIVE_FLOOR, max_dim=0)
 
-    @property
-    def alpha(self) -> float | Any:
-        return as_user_value(self.value("alpha"))
-
-    @alpha.setter
-    def alpha(self, v: Any) -> None:
-        self._assign("alpha", v)
+    alpha = UserValue()
 
     def profile(self, r2: Tensor) -> Tensor:
         # exp(−α log1p(r²/(2α))): accurate for large α, where (1 + r²/(2α))^(−α) would lose

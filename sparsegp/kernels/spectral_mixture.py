@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from .base import Kernel, as_inputs, check_input_pair
 from .stationary import scaled_squared_distance
 
@@ -65,29 +65,11 @@ class SpectralMixture(Kernel):
         self._declare("scales", _components(scales, Q, 2), torch.ones(Q, 1), POSITIVE_FLOOR,
                       max_dim=2)
 
-    @property
-    def weights(self) -> Any:
-        return as_user_value(self.value("weights"))
+    weights = UserValue()
 
-    @weights.setter
-    def weights(self, v: Any) -> None:
-        self._assign("weights", v)
+    means = UserValue()
 
-    @property
-    def means(self) -> Any:
-        return as_user_value(self.value("means"))
-
-    @means.setter
-    def means(self, v: Any) -> None:
-        self._assign("means", v)
-
-    @property
-    def scales(self) -> Any:
-        return as_user_value(self.value("scales"))
-
-    @scales.setter
-    def scales(self, v: Any) -> None:
-        self._assign("scales", v)
+    scales = UserValue()
 
     def _per_column(self, name: str, D: int) -> Tensor:
         v = self.value(name)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 from torch.nn.functional import logsigmoid
 
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from .base import LOG_SQRT_2PI, Likelihood
 from .counts import CountLikelihood, bracketed_root
 
@@ -84,14 +83,7 @@ class Beta(CountLikelihood, Likelihood):
     def _structure(self) -> dict[str, Any]:
         return {"link": self.link, **super()._structure()}
 
-    @property
-    def precision(self) -> float | np.ndarray:
-        """The precision φ (Var[y | f] = μ(1 − μ)/(1 + φ))."""
-        return as_user_value(self.value("precision"))
-
-    @precision.setter
-    def precision(self, v: Any) -> None:
-        self.set_value("precision", v)
+    precision = UserValue("The precision φ (Var[y | f] = μ(1 − μ)/(1 + φ)).")
 
     def latent_start(self, y: Tensor) -> Tensor:
         """The link's inverse at y: logit(y) or Φ⁻¹(y)."""

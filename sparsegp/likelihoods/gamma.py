@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from .. import quadrature
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from .base import Likelihood
 from .counts import CountLikelihood, bracketed_root
 
@@ -55,14 +54,7 @@ class Gamma(CountLikelihood, Likelihood):
         super().__init__(quadrature_points)
         self._add_positive("shape", shape, POSITIVE_FLOOR, max_dim=0)
 
-    @property
-    def shape(self) -> float | np.ndarray:
-        """The shape k (Var[y | f] = μ²/k)."""
-        return as_user_value(self.value("shape"))
-
-    @shape.setter
-    def shape(self, v: Any) -> None:
-        self.set_value("shape", v)
+    shape = UserValue("The shape k (Var[y | f] = μ²/k).")
 
     def latent_start(self, y: Tensor) -> Tensor:
         """log y: the log mean at the data."""

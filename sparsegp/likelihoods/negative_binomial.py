@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 from torch.nn.functional import softplus
 
 from .. import quadrature
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from .base import Likelihood
 from .counts import CountLikelihood, bracketed_root
 
@@ -61,14 +60,7 @@ class NegativeBinomial(CountLikelihood, Likelihood):
         super().__init__(quadrature_points)
         self._add_positive("dispersion", dispersion, POSITIVE_FLOOR, max_dim=0)
 
-    @property
-    def dispersion(self) -> float | np.ndarray:
-        """The dispersion r (Var[y | f] = μ + μ²/r)."""
-        return as_user_value(self.value("dispersion"))
-
-    @dispersion.setter
-    def dispersion(self, v: Any) -> None:
-        self.set_value("dispersion", v)
+    dispersion = UserValue("The dispersion r (Var[y | f] = μ + μ²/r).")
 
     def _constant(self, y: Tensor, r: Tensor) -> Tensor:
         """log Γ(y + r) − log Γ(r) − log Γ(y + 1), the part of log p free of f."""

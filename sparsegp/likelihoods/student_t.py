@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from .. import quadrature
 from ..config import POSITIVE_FLOOR
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from .base import Likelihood
 
 #: Floor of the degrees of freedom ν: any ν > 0 is a proper density (ν ≤ 1: no mean,
@@ -77,23 +76,9 @@ class StudentT(Likelihood):
         self._add_positive("df", df, DF_FLOOR, max_dim=0)
         self._add_positive("scale", scale, POSITIVE_FLOOR, max_dim=0)
 
-    @property
-    def df(self) -> float | np.ndarray:
-        """The degrees of freedom ν."""
-        return as_user_value(self.value("df"))
+    df = UserValue("The degrees of freedom ν.")
 
-    @df.setter
-    def df(self, v: Any) -> None:
-        self.set_value("df", v)
-
-    @property
-    def scale(self) -> float | np.ndarray:
-        """The scale σ (the standard deviation of the Gaussian that ν → ∞ gives)."""
-        return as_user_value(self.value("scale"))
-
-    @scale.setter
-    def scale(self, v: Any) -> None:
-        self.set_value("scale", v)
+    scale = UserValue("The scale σ (the standard deviation of the Gaussian that ν → ∞ gives).")
 
     def latent_start(self, y: Tensor) -> Tensor:
         """f starts at y."""
