@@ -59,7 +59,7 @@ def _fit(args: argparse.Namespace) -> int:
     from .models import GPR, KISSGP, RFF, SGPR, SSGP
     from .models.persistence import check_model_path
     from .partition import cluster_blocks
-    from .tabular import csv_header, read_csv
+    from .runtime.tabular import csv_header, read_csv
 
     if str(args.out) == "-":
         raise ValueError("--out -: a model is a binary file, not text for standard output; "
@@ -158,7 +158,7 @@ def _listed_features(text: str, target: str) -> list[str]:
 def _predict(args: argparse.Namespace) -> int:
     from .models import load
     from .models.regression import GPModel
-    from .tabular import csv_header, read_csv, write_csv
+    from .runtime.tabular import csv_header, read_csv, write_csv
 
     out = None if args.out is None or str(args.out) == "-" else args.out  # "-": stdout
     if out is not None:  # before anything is read or computed
@@ -342,13 +342,13 @@ def entry() -> int:
     """The `sparsegp` program (and `python -m sparsegp`): `main` on the process's arguments,
     its warnings printed as one line each (`sparsegp fit: ScaleWarning: ...`);
     `sparsegp experiment ...` first makes the process keep freed memory for reuse (long runs
-    of same-sized steps; `allocator.py`). Calling `main` from Python changes no such setting.
+    of same-sized steps; `runtime/allocator.py`). Calling `main` from Python changes no such setting.
     Ctrl-C at any point, the imports of torch and the models included, ends it with one line
     (`sparsegp fit: interrupted`) and exit status 130."""
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
         if command == "experiment":
-            from .allocator import keep_freed_memory
+            from .runtime.allocator import keep_freed_memory
             keep_freed_memory()
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning(command)
@@ -385,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sparsegp {args.command}: interrupted", file=sys.stderr)
         return 130
     except (ValueError, TypeError, OSError, RuntimeError, MemoryError) as err:
-        from .allocator import allocation_failure
+        from .runtime.allocator import allocation_failure
 
         message = allocation_failure(err) or str(err)
         print(f"sparsegp {args.command}: error: {command_text(message, args.command)}",

@@ -11,7 +11,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from .config import DEFAULT_JITTER, JITTER_ESCALATIONS, MIN_ESCALATION_JITTER
+from .runtime.config import DEFAULT_JITTER, JITTER_ESCALATIONS, MIN_ESCALATION_JITTER
 
 LOG_2PI = math.log(2.0 * math.pi)
 

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .config import PARAMETER_DTYPE
 from .parameters import Parameterised, as_user_value
 from .registry import Registered, Registry
+from .runtime.config import PARAMETER_DTYPE
 
 __all__ = ["Mean", "Zero", "Constant", "Linear", "Sum", "as_mean"]
 

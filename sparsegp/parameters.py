@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .config import DEFAULT_DTYPE
+from .runtime.config import DEFAULT_DTYPE
 
 Prior = Callable[[Tensor], Tensor] | torch.distributions.Distribution
 ParameterisedT = TypeVar("ParameterisedT", bound="Parameterised")

@@ -19,7 +19,6 @@ import torch
 from torch import Tensor, nn
 
 from . import covariances as cov
-from .chunking import auto_chunk_size, chunk_slices
 from .conditionals import (
     WhitenedGaussian,
     conditional,
@@ -32,6 +31,7 @@ from .conditionals import projected as conditionals_projected
 from .covariances import cross_covariance
 from .kernels.base import Kernel
 from .linalg import solve_lower, solve_lower_t
+from .runtime.chunking import auto_chunk_size, chunk_slices
 from .structured.grid import interpolate, interpolated_diag, kuu_matmul
 
 if TYPE_CHECKING:

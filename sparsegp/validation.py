@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .config import DEFAULT_DTYPE
+from .runtime.config import DEFAULT_DTYPE
 
 
 def _describe(x: Any) -> str:

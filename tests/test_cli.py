@@ -122,7 +122,7 @@ def test_predict_writes_a_column_pair_per_output_of_multi_output_models(tmp_path
 
 
 def test_spreadsheet_csv_quirks_are_read_or_named(tmp_path):
-    from sparsegp.tabular import read_csv
+    from sparsegp.runtime.tabular import read_csv
 
     (tmp_path / "trailing.csv").write_text("a,b,y,\n1,2,3,\n4,5,6,\n")  # a comma ending each line
     names, data = read_csv(tmp_path / "trailing.csv")  # was "column '': '' is not a number"

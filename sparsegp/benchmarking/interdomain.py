@@ -46,7 +46,7 @@ def worker(spec: dict) -> dict:
     import sparsegp as sg
     from sparsegp import covariances as cov
     from sparsegp.benchmarking.naive import naive_vfe
-    from sparsegp.chunking import auto_chunk_size
+    from sparsegp.runtime.chunking import auto_chunk_size
 
     N, M, C, setup, repeats = spec["N"], spec["M"], spec["C"], spec["setup"], spec["repeats"]
     X, y, _ = _problem(N, 1)

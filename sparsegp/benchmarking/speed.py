@@ -84,7 +84,7 @@ def worker(spec: dict) -> dict:
 
     import sparsegp as sg
     from sparsegp.benchmarking.naive import naive_collapsed
-    from sparsegp.chunking import auto_chunk_size
+    from sparsegp.runtime.chunking import auto_chunk_size
 
     N, M, method, repeats = spec["N"], spec["M"], spec["method"], spec["repeats"]
     device = spec.get("device") or "cpu"
@@ -261,7 +261,7 @@ def parse_bench_args(p: argparse.ArgumentParser, argv: Sequence[str] | None
 
 def report(text: str, out: Path | None, device: str = "cpu") -> None:
     """Print the table and, with `out`, write it (atomically) with the machine's description."""
-    from ..files import write_atomically
+    from ..runtime.files import write_atomically
 
     print("\n" + text)
     if out:

@@ -14,11 +14,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..checkpointing import blocked
-from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.deltas import SumOfDeltas
 from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
+from ..runtime.checkpointing import blocked
+from ..runtime.config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from .inducing_points import SquaredExponentialCrossCovariance
 from .registry import register
 from .streamed import CrossCovariance

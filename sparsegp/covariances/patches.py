@@ -18,11 +18,11 @@ import torch
 from torch import Tensor
 
 from ..autograd import blockwise_gradients
-from ..checkpointing import blocked
-from ..config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from ..features.patches import InducingPatches, MultiChannelPatches
 from ..kernels.convolutional import Convolutional, weighted_sum
 from ..kernels.stationary import SquaredExponential, squared_exponential_exp
+from ..runtime.checkpointing import blocked
+from ..runtime.config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
 from .inducing_points import se_cross_gradients
 from .registry import register
 

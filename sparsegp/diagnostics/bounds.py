@@ -27,9 +27,9 @@ import torch
 from torch import Tensor
 
 from .. import covariances as cov
-from ..chunking import chunk_slices
 from ..linalg import LOG_2PI, solve_lower, solve_lower_t
 from ..objectives.collapsed import VFE, CollapsedProblem, solve, statistics
+from ..runtime.chunking import chunk_slices
 
 #: The most data points the quadratic-form bound is evaluated for (N² kernel evaluations).
 QUADRATIC_MAX_DATA = 20_000

@@ -29,10 +29,10 @@ import torch
 from torch import Tensor
 
 from .. import covariances as cov
-from ..chunking import chunk_slices
 from ..features.inducing_points import InducingPoints
 from ..linalg import solve_lower
 from ..objectives.collapsed import factor_and_statistics, family_terms, solve
+from ..runtime.chunking import chunk_slices
 from .view import RegressionView, view_of
 
 #: Elements of one [data chunk × candidate chunk] temporary (8 MB in float64).

@@ -23,9 +23,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..config import NOISE_FLOOR
 from ..distributed import gathered_rows, pooled_rows
 from ..linalg import LOG_2PI
+from ..runtime.config import NOISE_FLOOR
 from .view import RegressionView
 
 #: Points of the grid of σ² on which the evidence is maximised (log-spaced): a step of

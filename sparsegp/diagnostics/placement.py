@@ -16,12 +16,12 @@ import torch
 from torch import Tensor
 
 from .. import covariances as cov
-from ..chunking import chunk_slices
 from ..distributed import all_reduce_
 from ..features.inducing_points import InducingPoints
 from ..kernels.active import Active
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel, Stationary
+from ..runtime.chunking import chunk_slices
 
 
 def shortest_lengthscale(kernel: Kernel) -> Tensor | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..files import write_atomically
+from ..runtime.files import write_atomically
 from .bui2017_analysis import (
     Row,
     WinRate,

@@ -28,12 +28,12 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from ..allocator import keep_freed_memory
 from ..diagnostics import ApproximationWarning
 from ..features.initialisation import initial_inducing_inputs
 from ..kernels import SquaredExponential
 from ..linalg import JitterWarning
 from ..models import GPR, SGPR
+from ..runtime.allocator import keep_freed_memory
 from ..validation import ScaleWarning
 from .bui2017_data import Problem, synthetic_problem, uci_problem
 from .bui2017_grid import EXACT, method
@@ -149,7 +149,7 @@ def run_task(task: Task, data_dir: Path) -> dict[str, Any]:
 def _worker_init() -> None:
     torch.set_num_threads(1)
     threadpool_limits(1)
-    keep_freed_memory()  # as the command line's own process (allocator.py)
+    keep_freed_memory()  # as the command line's own process (runtime/allocator.py)
 
 
 def _run_in_worker(task: Task, data_dir: Path) -> dict[str, Any]:

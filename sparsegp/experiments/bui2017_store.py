@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..files import write_atomically
+from ..runtime.files import write_atomically
 
 Key = tuple[str, str, int, int, str]
 ROWS = "runs.jsonl"

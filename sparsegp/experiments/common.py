@@ -20,10 +20,10 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from ..files import write_atomically
 from ..kernels import SquaredExponential
 from ..likelihoods.gaussian import gaussian_log_density
 from ..linalg import JitterWarning
+from ..runtime.files import write_atomically
 from .tables import Table
 
 #: The environment variable naming the data folder when `--data-dir` is not given.

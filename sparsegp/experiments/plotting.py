@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..files import atomic_file
+from ..runtime.files import atomic_file
 
 
 def new_figure(rows: int, cols: int, size: tuple[float, float], **kwargs: Any

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..objectives.kalman import LinearSSM, kalman_filter, kalman_forecast
-from ..threads import threads_for
+from ..runtime.threads import threads_for
 
 
 def three_phase(n: int, seed: int = 0, D: int = 12) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -103,7 +103,7 @@ def fit_linear_ssm(Y: np.ndarray, iterations: int = 200) -> LinearSSM:
         loss.backward()
         return loss
 
-    with threads_for(0.0):  # a sequence of tiny operations: one thread (threads.py)
+    with threads_for(0.0):  # a sequence of tiny operations: one thread (runtime/threads.py)
         opt.step(closure)
     return ssm(theta.detach())
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_file
+from ..runtime.files import atomic_file
 
 
 def _cell(v: Any, digits: int) -> str:

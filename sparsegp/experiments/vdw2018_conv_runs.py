@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..files import write_atomically
 from ..models import load
+from ..runtime.files import write_atomically
 from ..training import fit_lbfgsb
 from .common import clock
 

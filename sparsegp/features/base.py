@@ -25,9 +25,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import PARAMETER_DTYPE
 from ..parameters import Parameterised
 from ..registry import Registered, Registry
+from ..runtime.config import PARAMETER_DTYPE
 from ..validation import as_tensor, check_finite
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..chunking import auto_chunk_size, chunk_slices
+from ..runtime.chunking import auto_chunk_size, chunk_slices
 from ..validation import as_inputs, seeded_generator
 
 INIT_METHODS = ("kmeans++", "random")

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Kernel, as_inputs, check_input_pair
 
 #: J_n(0)/π: K_diag = σ² ‖x‖^{2n} J_n(0)/π (order 0: 1, order 1: 1, order 2: 3).

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue, as_user_array
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Kernel, as_inputs, check_input_pair, kernel_from_config
 
 

@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 
 from ..autograd import blockwise_gradients
-from ..checkpointing import blocked
-from ..config import CHUNK_MEMORY_BYTES
+from ..runtime.checkpointing import blocked
+from ..runtime.config import CHUNK_MEMORY_BYTES
 from .base import Kernel, kernel_from_config
 from .stationary import (
     RadialKernel,

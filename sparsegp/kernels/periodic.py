@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Kernel
 from .stationary import Stationary
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
+from ..runtime.config import POSITIVE_FLOOR
 from .base import as_inputs, check_input_pair
 from .linear import _VarianceOnly
 

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue
+from ..runtime.config import POSITIVE_FLOOR
 from .stationary import RadialKernel
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Kernel, as_inputs, check_input_pair
 from .stationary import scaled_squared_distance
 

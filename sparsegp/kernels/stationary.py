@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import as_user_value
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Kernel, check_input_pair
 
 

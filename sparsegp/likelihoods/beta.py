@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 from torch.nn.functional import logsigmoid
 
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue
+from ..runtime.config import POSITIVE_FLOOR
 from .base import LOG_SQRT_2PI, Likelihood
 from .counts import CountLikelihood, bracketed_root
 

@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 
 from .. import quadrature
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Likelihood
 from .counts import CountLikelihood, bracketed_root
 

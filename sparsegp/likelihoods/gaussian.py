@@ -10,8 +10,8 @@ import torch
 from torch import Tensor
 
 from .. import quadrature
-from ..config import NOISE_FLOOR
 from ..parameters import as_user_value
+from ..runtime.config import NOISE_FLOOR
 from .base import LOG_SQRT_2PI, Likelihood
 
 

@@ -9,8 +9,8 @@ from torch import Tensor
 from torch.nn.functional import softplus
 
 from .. import quadrature
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Likelihood
 from .counts import CountLikelihood, bracketed_root
 

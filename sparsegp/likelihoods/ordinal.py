@@ -12,8 +12,8 @@ from torch import Tensor
 from torch.nn.functional import logsigmoid
 
 from .. import quadrature
-from ..config import DEFAULT_DTYPE, POSITIVE_FLOOR
 from ..parameters import as_user_array, at_least_above
+from ..runtime.config import DEFAULT_DTYPE, POSITIVE_FLOOR
 from .base import LOG_SQRT_2PI, Likelihood
 
 LINKS = ("probit", "logit")

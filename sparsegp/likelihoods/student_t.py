@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 
 from .. import quadrature
-from ..config import POSITIVE_FLOOR
 from ..parameters import UserValue
+from ..runtime.config import POSITIVE_FLOOR
 from .base import Likelihood
 
 #: Floor of the degrees of freedom ν: any ν > 0 is a proper density (ν ≤ 1: no mean,

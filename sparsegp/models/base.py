@@ -29,7 +29,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import PARAMETER_DTYPE
 from ..distributed import (
     POOLED_ROWS,
     broadcast_,
@@ -45,7 +44,8 @@ from ..kernels.separate import Separate
 from ..kernels.stationary import SquaredExponential
 from ..means import Mean, Zero, as_mean
 from ..posteriors import Posterior
-from ..threads import threads_for
+from ..runtime.config import PARAMETER_DTYPE
+from ..runtime.threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..validation import (
     ScaleWarning,

@@ -41,8 +41,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..chunking import auto_chunk_size
-from ..config import PARAMETER_DTYPE
 from ..distributed import is_distributed
 from ..kernels.base import Kernel
 from ..objectives.conditioning import (
@@ -52,6 +50,8 @@ from ..objectives.conditioning import (
     new_point_terms,
 )
 from ..posteriors import ExactPosterior, Posterior, SparsePosterior, frozen, frozen_copy, tracking
+from ..runtime.chunking import auto_chunk_size
+from ..runtime.config import PARAMETER_DTYPE
 from ..validation import as_tensor, check_finite
 from .state import state_key
 

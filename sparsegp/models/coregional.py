@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..config import PARAMETER_DTYPE
+from ..runtime.config import PARAMETER_DTYPE
 
 
 def mixing_matrix(mixing: Any, num_outputs: int | None = None) -> Tensor:

@@ -13,9 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..chunking import check_chunk_size
 from ..conditionals import WhitenedGaussian
-from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
 from ..kernels.base import Kernel
 from ..objectives.gplvm import (
@@ -31,6 +29,8 @@ from ..objectives.psi import MAX_NODES, max_points, sample_rule
 from ..objectives.svgp import whitened_kl
 from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
+from ..runtime.chunking import check_chunk_size
+from ..runtime.config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..training import fit_lbfgsb
 from ..validation import as_tensor, check_finite, model_dtype, one_or_per, positive_int
 from .dtypes import dtype_name

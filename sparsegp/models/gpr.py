@@ -7,10 +7,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..allocator import check_request
 from ..kernels.base import Kernel
 from ..objectives.exact import exact_factors, exact_objective
 from ..posteriors import ExactPosterior
+from ..runtime.allocator import check_request
 from .conditioning import Conditioning
 from .options import RegressionOptions
 from .regression import Bounded, GPModel

@@ -13,15 +13,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..chunking import check_chunk_size
 from ..conditionals import WhitenedGaussian
-from ..config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuf, Kuu_cholesky
 from ..kernels.base import Kernel
 from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
 from ..objectives.gpssm import chain_entropy, coupling, emission_term, entropy, initial_term, transition_sums
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_array
+from ..runtime.chunking import check_chunk_size
+from ..runtime.config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..training.progress import progress_bar
 from ..validation import (
     as_tensor,

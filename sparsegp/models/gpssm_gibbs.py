@@ -34,7 +34,7 @@ from torch import Tensor
 from .. import conditionals
 from ..kernels.base import Kernel
 from ..linalg import LOG_2PI
-from ..threads import threads_for
+from ..runtime.threads import threads_for
 from ..validation import seeded_generator
 
 Transition = Callable[[Tensor], tuple[Tensor, Tensor]]

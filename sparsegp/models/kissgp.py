@@ -12,17 +12,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import PARAMETER_DTYPE
 from ..diagnostics.report import ApproximationWarning, Checked
 from ..kernels.base import Kernel
 from ..kernels.stationary import Matern12, RadialKernel, SquaredExponential
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.interpolated import Probes, Solution, evidence, solve_targets
 from ..posteriors import InterpolatedPosterior
+from ..runtime.config import PARAMETER_DTYPE
+from ..runtime.threads import threads_for
 from ..structured.grid import Grid, interpolate, kuu_matmul
 from ..structured.interpolation import grid_bounds
 from ..structured.lanczos import inverse_root, lanczos
-from ..threads import threads_for
 from ..training import FitResult
 from ..training.stochastic import fit_adam
 from ..validation import check_seed

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..config import NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..covariances import Kuu_cholesky
 from ..features.inducing_points import InducingPoints
 from ..features.initialisation import initial_inducing_inputs
@@ -24,7 +23,8 @@ from ..kernels.stationary import SquaredExponential
 from ..objectives.gplvm import PsiSums, optimal_q
 from ..parameters import as_user_array
 from ..posteriors import SparsePosterior
-from ..threads import threads_for
+from ..runtime.config import NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
+from ..runtime.threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.minibatch import fit_minibatch
 from ..validation import (

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..chunking import check_chunk_size
+from ..runtime.chunking import check_chunk_size
 from ..validation import check_bool, check_seed
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ..config import FORMAT_VERSION
-from ..files import write_atomically
+from ..runtime.config import FORMAT_VERSION
+from ..runtime.files import write_atomically
 from ..version import __version__
 from .classes import MODELS
 

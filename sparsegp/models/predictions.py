@@ -25,9 +25,9 @@ import torch
 from torch import Tensor
 from torch.distributions import Bernoulli, Categorical, Distribution, MultivariateNormal, Normal
 
-from ..config import PARAMETER_DTYPE
 from ..linalg import jittered_cholesky
 from ..posteriors import Posterior, tracking
+from ..runtime.config import PARAMETER_DTYPE
 from ..validation import as_inputs
 from .pathwise import DEFAULT_FEATURES, PathwiseSamples
 

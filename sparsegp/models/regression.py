@@ -10,7 +10,6 @@ import torch
 from torch import Tensor
 
 from .. import distributed
-from ..config import NOISE_FLOOR, PARAMETER_DTYPE
 from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
 from ..diagnostics.starts import data_based_values
 from ..distributed import is_distributed
@@ -18,6 +17,7 @@ from ..means import Zero, as_mean
 from ..objectives.blocks import label_codes
 from ..objectives.collapsed import CollapsedProblem
 from ..parameters import as_user_value, at_least_above
+from ..runtime.config import NOISE_FLOOR, PARAMETER_DTYPE
 from ..training import FitResult
 from ..training.result import Snapshot
 from ..validation import as_output_targets, as_targets, target_scale_problems

@@ -12,8 +12,6 @@ from torch import Tensor
 from torch.distributions import Distribution
 
 from .. import covariances as cov
-from ..chunking import auto_chunk_size
-from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli, Gaussian
@@ -21,7 +19,9 @@ from ..likelihoods.base import Likelihood
 from ..objectives import pep_classification as pep
 from ..objectives.collapsed import family, q_from_statistics
 from ..posteriors import SparsePosterior
-from ..threads import threads_for
+from ..runtime.chunking import auto_chunk_size
+from ..runtime.config import DEFAULT_JITTER, PARAMETER_DTYPE
+from ..runtime.threads import threads_for
 from ..training import FitResult
 from ..training import ep as schedules
 from ..training.guard import FitGuard

@@ -10,7 +10,6 @@ from torch import Tensor
 
 from .. import covariances as cov
 from .. import distributed
-from ..config import DEFAULT_JITTER
 from ..kernels.base import Kernel
 from ..kernels.separate import separate_parts
 from ..objectives.blocks import Blocking, block_alpha, label_codes, make_blocking
@@ -25,6 +24,7 @@ from ..objectives.collapsed import (
 )
 from ..objectives.coregional import lmc_objective, lmc_posterior_q, lmc_upper_bound
 from ..posteriors import CoregionalPosterior, Posterior, SeparatePosterior, SparsePosterior
+from ..runtime.config import DEFAULT_JITTER
 from .classes import MODELS
 from .conditioning import Conditioning
 from .coregional import CoregionalMixin, mixing_matrix

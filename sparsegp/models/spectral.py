@@ -19,8 +19,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..chunking import auto_chunk_size, check_chunk_size
-from ..config import PARAMETER_DTYPE
 from ..diagnostics.convergence import material_nats
 from ..diagnostics.report import Checked
 from ..distributed import gathered_rows, global_sum, is_distributed
@@ -31,6 +29,8 @@ from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
 from ..parameters import Parameterised
 from ..posteriors import FeaturePosterior
+from ..runtime.chunking import auto_chunk_size, check_chunk_size
+from ..runtime.config import PARAMETER_DTYPE
 from ..training.guard import guarded
 from ..validation import check_seed, seeded_generator
 from .fitting import FitOptions, TrainingPlan

@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 
 from .. import distributed
-from ..config import PARAMETER_DTYPE
 from ..features.inducing_points import InducingPoints
 from ..features.initialisation import initial_inducing_inputs
 from ..objectives.online import (
@@ -34,6 +33,7 @@ from ..objectives.online import (
 )
 from ..parameters import Parameterised
 from ..posteriors import Posterior, SparsePosterior
+from ..runtime.config import PARAMETER_DTYPE
 from ..training import FitResult
 from ..validation import as_inputs, as_targets, check_bool, check_columns, check_same_rows
 from .base import Model

@@ -10,8 +10,6 @@ from torch import Tensor, nn
 
 from .. import conditionals
 from .. import covariances as cov
-from ..chunking import auto_chunk_size
-from ..config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..features.stacked import Stacked
 from ..kernels.base import Kernel
 from ..likelihoods import Gaussian
@@ -19,6 +17,8 @@ from ..likelihoods.base import Likelihood
 from ..means import Mean
 from ..objectives import svgp as objective
 from ..posteriors import Posterior, SeparatePosterior, SparsePosterior
+from ..runtime.chunking import auto_chunk_size
+from ..runtime.config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..training import natural_gradient_step
 from .base import NOISE_FRACTION, Model
 from .core import ModelCore

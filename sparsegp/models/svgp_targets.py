@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from ..config import PARAMETER_DTYPE
 from ..features.stacked import Stacked
 from ..likelihoods import Bernoulli, Gaussian, HeteroscedasticGaussian
 from ..likelihoods.base import Likelihood
 from ..means import Zero, as_mean
+from ..runtime.config import PARAMETER_DTYPE
 from ..validation import (
     as_output_targets,
     as_tensor,

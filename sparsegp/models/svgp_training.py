@@ -14,7 +14,7 @@ from ..diagnostics import warn_if_unhealthy
 from ..distributed import is_distributed
 from ..likelihoods import Gaussian
 from ..objectives.collapsed import collapsed_objective
-from ..threads import threads_for
+from ..runtime.threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.guard import FitGuard
 from ..training.minibatch import fit_minibatch

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from ..config import PARAMETER_DTYPE
 from ..distributed import is_distributed
 from ..means import Zero, as_mean
+from ..runtime.config import PARAMETER_DTYPE
 from .base import nonzero
 
 if TYPE_CHECKING:  # the mixin's methods use the model's attributes

@@ -22,7 +22,6 @@ from torch import Tensor
 
 from .. import covariances as cov
 from .. import distributed
-from ..chunking import auto_chunk_size
 from ..conditionals import WhitenedGaussian, from_precision
 from ..covariances import cross_covariance
 from ..distributed import count_rows
@@ -31,6 +30,7 @@ from ..kernels.base import Kernel
 from ..kernels.separate import Separate
 from ..linalg import LOG_2PI, jittered_cholesky, log_det_from_cholesky, solve_lower, solve_lower_t
 from ..means import Mean
+from ..runtime.chunking import auto_chunk_size
 from .blocks import Blocking, BlockPowerEPStream
 from .heteroscedastic import PointNoiseStream
 from .statistics import PowerEPStream, WhitenedStream

@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from ..chunking import auto_chunk_size, chunk_slices
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel, radial_gram_gradients, scaled_squared_distance
 from ..linalg import (
@@ -19,6 +18,7 @@ from ..linalg import (
     solve_lower,
     solve_lower_t,
 )
+from ..runtime.chunking import auto_chunk_size, chunk_slices
 
 
 class ExactFactors(NamedTuple):

@@ -17,10 +17,10 @@ from torch import Tensor
 
 from .. import conditionals
 from .. import covariances as cov
-from ..chunking import chunk_slices
 from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
 from ..likelihoods.base import Likelihood
+from ..runtime.chunking import chunk_slices
 from .collapsed import Statistics, solve
 
 

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .. import distributed
 from ..autograd import first_order
-from ..chunking import chunk_slices
+from ..runtime.chunking import chunk_slices
 
 _WHAT = ("objectives built from streamed sums (SGPR's VFE/DTC/FITC/Power EP and their "
          "block variants, the Titsias bound, the GP-LVM, GP-SSM and RFF/SSGP bounds)")

@@ -16,10 +16,10 @@ from torch import Tensor
 
 from .. import conditionals
 from .. import covariances as cov
-from ..chunking import chunk_slices
 from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
 from ..likelihoods.base import Likelihood
+from ..runtime.chunking import chunk_slices
 
 
 def kl_divergence(q_mu: Tensor, q_sqrt: Tensor, L: Tensor, whiten: bool) -> Tensor:

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from ..chunking import chunk_slices
 from ..linalg import CholeskyError
 from ..objectives import pep_classification as pep
+from ..runtime.chunking import chunk_slices
 from ..validation import positive_float, positive_int, seeded_generator
 from .guard import accepted
 from .lbfgs import fit_lbfgsb

@@ -37,11 +37,13 @@ import pytest
 import sparsegp
 
 #: From the bottom; a unit is the first component of a module's name below `sparsegp`
-#: (a subpackage or a top-level module), "__init__" the package itself.
+#: (a subpackage or a top-level module), "__init__" the package itself; in the subpackages of
+#: `SPLIT`, whose modules sit in different layers, each module is a unit of its own.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"config", "version", "registry", "allocator", "autograd", "checkpointing",
-                     "distributed", "datasets", "files", "tabular", "threads", "quadrature"}),
-    ("utilities", {"validation", "linalg", "parameters", "chunking"}),
+    ("foundations", {"version", "registry", "autograd", "distributed", "datasets", "quadrature",
+                     "runtime", "runtime.config", "runtime.allocator", "runtime.checkpointing",
+                     "runtime.files", "runtime.tabular", "runtime.threads"}),
+    ("utilities", {"validation", "linalg", "parameters", "runtime.chunking"}),
     ("parts", {"kernels", "features", "likelihoods", "means"}),
     ("pairings", {"covariances", "structured", "conditionals", "partition"}),
     ("inference", {"objectives", "posteriors"}),
@@ -50,6 +52,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("api", {"__init__", "sklearn", "workflows", "botorch"}),
     ("applications", {"cli", "__main__", "experiments", "benchmarking"}),
 ]
+
+#: Subpackages whose modules are placed one by one ("runtime.chunking").
+SPLIT = {"runtime"}
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ def cycles(edges: list[Import]) -> list[list[str]]:
 
 def unit(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in SPLIT:
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 

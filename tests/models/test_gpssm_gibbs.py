@@ -21,7 +21,7 @@ from sparsegp.models.gpssm_gibbs import (
 )
 from sparsegp.objectives.kalman import LinearSSM, kalman_filter
 from sparsegp.quadrature import nodes_and_weights
-from sparsegp.threads import threads_for
+from sparsegp.runtime.threads import threads_for
 
 F64 = torch.float64
 

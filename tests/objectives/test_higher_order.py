@@ -281,7 +281,7 @@ def test_radial_evidence_gradcheck_and_gradgradcheck(name, monkeypatch):
 
 
 def test_blocked_gradcheck_and_gradgradcheck():
-    from sparsegp.checkpointing import blocked
+    from sparsegp.runtime.checkpointing import blocked
 
     W, v = _dd(5, 3, seed=10), _dd(3, seed=11)
 

@@ -65,7 +65,7 @@ def test_a_string_flag_is_told_to_drop_its_quotes_and_numpy_bools_are_flags():
 
 @pytest.mark.parametrize("cell", ["nan", "NaN", " inf", "-inf", "Infinity"])
 def test_a_non_finite_cell_is_named_by_file_line_and_column(tmp_path, cell):
-    from sparsegp.tabular import read_csv
+    from sparsegp.runtime.tabular import read_csv
 
     X, y = make_problem(1, N=6)
     rows = [[a, b, t] for (a, b), t in zip(X, y)]
@@ -101,7 +101,7 @@ def test_a_nan_cell_in_the_cli_is_a_one_line_error_naming_the_place(tmp_path, ca
 # -- memory ----------------------------------------------------------------------------------
 
 def test_a_request_beyond_any_memory_is_refused_with_its_size_before_allocating():
-    from sparsegp.allocator import MemoryRequestError, check_request
+    from sparsegp.runtime.allocator import MemoryRequestError, check_request
 
     with pytest.raises(MemoryRequestError, match=r"a test needs about 4611\.7 PB of memory; "
                        r"this machine \(or its container\) has [\d.]+ [kMGTP]?B: do less") as caught:
@@ -111,7 +111,7 @@ def test_a_request_beyond_any_memory_is_refused_with_its_size_before_allocating(
 
 
 def test_a_chunk_size_beyond_the_memory_is_refused_naming_chunk_size():
-    from sparsegp.chunking import auto_chunk_size, chunk_rows
+    from sparsegp.runtime.chunking import auto_chunk_size, chunk_rows
 
     with pytest.raises(MemoryError, match=r"a chunk of 1000000000 rows × 100000 columns "
                        r"\(chunk_size=1000000000\) needs about 3\.2 PB .*pass a smaller "
@@ -123,7 +123,7 @@ def test_a_chunk_size_beyond_the_memory_is_refused_naming_chunk_size():
 
 
 def test_a_gpr_too_large_for_the_machine_is_refused_at_construction(monkeypatch):
-    from sparsegp import allocator
+    from sparsegp.runtime import allocator
 
     X, y = make_problem(4, N=400)
     monkeypatch.setattr(allocator, "device_memory", lambda device=None: 10**6)  # 1 MB here
@@ -136,8 +136,8 @@ def test_a_gpr_too_large_for_the_machine_is_refused_at_construction(monkeypatch)
 
 def test_an_exact_gp_too_large_for_the_machine_is_refused_before_any_model(tmp_path, capsys,
                                                                           monkeypatch):
-    from sparsegp import allocator
     from sparsegp.cli import check_exact_memory
+    from sparsegp.runtime import allocator
 
     with pytest.raises(MemoryError, match=r"exact on 10000000 rows .* needs about 1\.6 PB"):
         check_exact_memory(10**7)  # on any machine with less than 1.6 PB of memory
@@ -264,7 +264,7 @@ runpy.run_module("sparsegp", run_name="__main__", alter_sys=True)
 
 
 @pytest.mark.parametrize("entry", ["python -m", "entry"])
-@pytest.mark.parametrize("module", ["torch", "numpy", "sparsegp.models", "sparsegp.tabular",
+@pytest.mark.parametrize("module", ["torch", "numpy", "sparsegp.models", "sparsegp.runtime.tabular",
                                     "sparsegp.kernels"])
 def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(tmp_path, entry, module):
     result = subprocess.run([sys.executable, "-c", INTERRUPTED_IMPORT, module, entry, "fit",
@@ -328,7 +328,7 @@ def test_real_ctrl_c_during_the_import_of_torch_exits_130_without_a_traceback(tm
     # the interrupt came while the models were being imported: what `fit` imports after them
     # never was (importtime reports a failed import too, so the models' own lines are there)
     imported = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
-    assert {"sparsegp.partition", "sparsegp.tabular"}.isdisjoint(imported)
+    assert {"sparsegp.partition", "sparsegp.runtime.tabular"}.isdisjoint(imported)
 
 
 def test_bench_out_dash_is_standard_output_and_the_table_is_written_whole(tmp_path, monkeypatch,
@@ -342,7 +342,7 @@ def test_bench_out_dash_is_standard_output_and_the_table_is_written_whole(tmp_pa
 
     def failing(path, content, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("sparsegp.files.write_atomically", failing)
+    monkeypatch.setattr("sparsegp.runtime.files.write_atomically", failing)
     with pytest.raises(KeyboardInterrupt):
         speed.report("| a |", out)
     assert out.read_text() == "the previous table\n"  # went through the atomic writer

@@ -1,4 +1,4 @@
-"""Every file sparsegp writes is written whole or not at all (`sparsegp.files`): a write that
+"""Every file sparsegp writes is written whole or not at all (`sparsegp.runtime.files`): a write that
 fails half-way (Ctrl-C, a full disk) leaves the previous file as it was and no temporary file
 beside it; a reader never sees half a file. Models, the CSV of `sparsegp predict --out`, the
 experiments' tables, figures, results.md, result store settings and checkpoint records.
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp import files
+from sparsegp.runtime import files
 
 from ..conftest import make_problem
 
@@ -154,7 +154,7 @@ def test_a_missing_folder_or_a_folder_in_the_way_is_named(tmp_path):
 @pytest.mark.parametrize("failure", FAILURES)
 def test_a_failed_csv_of_predictions_leaves_the_previous_file(tmp_path, failing_writes,
                                                                 failure):
-    from sparsegp.tabular import write_csv
+    from sparsegp.runtime.tabular import write_csv
 
     path = tmp_path / "predictions.csv"
     write_csv(path, ["mean", "variance"], [np.arange(50.0), np.ones(50)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from sparsegp.checkpointing import blocked
+from sparsegp.runtime.checkpointing import blocked
 
 
 def test_blocks_equal_one_evaluation_in_value_and_gradient():

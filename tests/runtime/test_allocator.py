@@ -22,7 +22,7 @@ def _has_mallopt() -> bool:
 CHILD = """
 import resource, torch
 import sparsegp.models  # the models loaded, as in the processes that fit them
-from sparsegp.allocator import keep_freed_memory
+from sparsegp.runtime.allocator import keep_freed_memory
 def faults_over_repeats():
     torch.ones(6 * 2**20, dtype=torch.float64)  # 48 MB: above glibc's largest mmap threshold
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -46,6 +46,6 @@ def test_freed_memory_is_reused_instead_of_faulted_in_again():
 
 
 def test_elsewhere_it_changes_nothing(monkeypatch):
-    from sparsegp import allocator
+    from sparsegp.runtime import allocator
     monkeypatch.setattr(allocator.sys, "platform", "darwin")
     assert allocator.keep_freed_memory() is False

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsegp import chunking
-from sparsegp.config import (
+from sparsegp.runtime import chunking
+from sparsegp.runtime.config import (
     CHUNK_MEMORY_BYTES,
     CHUNK_TEMPORARIES,
     CUDA_CHUNK_MEMORY_FRACTION,

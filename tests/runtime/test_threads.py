@@ -1,5 +1,5 @@
 """Small problems train on one torch thread and give the caller's setting back afterwards;
-large ones keep it (`sparsegp.threads`)."""
+large ones keep it (`sparsegp.runtime.threads`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.threads import SMALL_WORK, threads_for
+from sparsegp.runtime.threads import SMALL_WORK, threads_for
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ..validation import positive_int
 from .allocator import check_request
 from .config import (
     CHUNK_MEMORY_BYTES,
@@ -18,7 +19,6 @@ from .config import (
     CUDA_CHUNK_MEMORY_FRACTION,
     CUDA_MIN_CHUNK_ROWS,
 )
-from .validation import positive_int
 
 
 def auto_chunk_size(num_inducing: int, itemsize: int, budget: int | None = None,
