@@ -201,10 +201,10 @@ def prediction_columns(mean: np.ndarray, var: np.ndarray) -> tuple[list[str], li
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .benchmarking import compare, convolutional, fit, interdomain, kissgp, speed
+    from .benchmarking import compare, convolutional, fit, interdomain, kissgp, speed, startup
 
     benches = {"speed": speed, "interdomain": interdomain, "conv": convolutional,
-               "kissgp": kissgp, "compare": compare, "fit": fit}
+               "kissgp": kissgp, "compare": compare, "fit": fit, "startup": startup}
     return benches[args.which].main(args.args)
 
 
@@ -292,9 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "(KISS-GP's evidence and gradient against GPyTorch's and a dense one), "
                        "compare (sparsegp and its peers, GPyTorch and GPflow where installed, "
                        "on the same data), fit (time until the default fit's test scores are "
-                       "within 1%% of a converged fit's); `sparsegp bench kissgp --help` etc. "
+                       "within 1%% of a converged fit's), startup (seconds to import the "
+                       "package and to answer --help); `sparsegp bench kissgp --help` etc. "
                        "for the options")
-    b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp", "compare", "fit"],
+    b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp", "compare", "fit",
+                                     "startup"],
                    help="which benchmark")
     b.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark")
     b.set_defaults(run=_bench)

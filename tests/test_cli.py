@@ -180,3 +180,16 @@ def test_the_parsers_names_are_the_librarys():
     assert {name: kernel_class(name) for name in KERNEL_NAMES} == {
         "se": kernels.SquaredExponential, "matern12": kernels.Matern12,
         "matern32": kernels.Matern32, "matern52": kernels.Matern52}
+
+
+def test_the_getting_started_page_names_every_benchmark_and_experiment():
+    from pathlib import Path
+
+    from sparsegp.cli import build_parser
+
+    page = (Path(__file__).parent.parent / "docs" / "index.md").read_text()
+    sub = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in ("bench", "experiment"):
+        which = next(a for a in sub[command]._actions if a.dest == "which")
+        missing = [name for name in which.choices if f"sparsegp {command} {name} " not in page]
+        assert not missing, f"docs/index.md's command list lacks `sparsegp {command}` {missing}"
