@@ -294,7 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "on the same data), fit (time until the default fit's test scores are "
                        "within 1%% of a converged fit's), startup (seconds to import the "
                        "package and to answer --help); `sparsegp bench kissgp --help` etc. "
-                       "for the options")
+                       "for the options",
+                       epilog="The repository's benchmarks/ folder (not installed) holds the "
+                       "development benchmarks, each a script measuring one change against what "
+                       "it replaced, and RESULTS.md with every measurement of record: see "
+                       "benchmarks/README.md.")
     b.add_argument("which", choices=["speed", "interdomain", "conv", "kissgp", "compare", "fit",
                                      "startup"],
                    help="which benchmark")
