@@ -69,7 +69,9 @@ class Periodic(Stationary):
         F2 = F if X2 is None else self._features(X2, ell)
         inv_l2 = (1.0 / ell**2).expand(X.shape[1]).sum()
         # 2 Σ_d sin²(θ_d)/ℓ_d² = Σ_d (1 − cos 2θ_d)/ℓ_d²
-        s = (inv_l2 - F @ F2.mT).clamp_min(0.0)
+        s = inv_l2 - F @ F2.mT
+        with torch.no_grad():  # the value clamped, the derivatives those of the expression
+            s.clamp_min_(0.0)  # (`scaled_squared_distance` says why)
         if X2 is None:
             s.fill_diagonal_(0.0)
         return self.value("variance") * torch.exp(-s)

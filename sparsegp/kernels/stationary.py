@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ..parameters import as_user_value
 from ..runtime.config import POSITIVE_FLOOR
+from . import profiles
 from .base import Kernel, check_input_pair
 
 
@@ -31,7 +32,13 @@ def scaled_squared_distance(X: Tensor, X2: Tensor | None, lengthscale: Tensor) -
     sq = (Xs * Xs).sum(-1)
     sq2 = sq if X2 is None else (X2s * X2s).sum(-1)
     product = torch.addmm if Xs.dim() == 2 else torch.baddbmm
-    r2 = product(sq[..., :, None] + sq2[..., None, :], Xs, X2s.mT, alpha=-2.0).clamp_min(0.0)
+    r2 = product(sq[..., :, None] + sq2[..., None, :], Xs, X2s.mT, alpha=-2.0)
+    # Rounding can leave a coincident pair's r² slightly below zero: clamp the value, but not
+    # the derivatives — they stay those of the polynomial above (2(x − x')/ℓ², 2/ℓ², ...),
+    # where an autograd clamp would pass none below zero and make the second derivative in
+    # an inducing input on top of a data input zero instead of 2/ℓ².
+    with torch.no_grad():
+        r2.clamp_min_(0.0)
     if X2 is None:
         r2.diagonal(dim1=-2, dim2=-1).zero_()
     return r2
@@ -265,12 +272,22 @@ class Matern32(RadialKernel):
     """
 
     def profile(self, r2: Tensor) -> Tensor:
+        return profiles.profile(self, r2)
+
+    def profile_formula(self, r2: Tensor) -> Tensor:
+        """(1 + √3 r) exp(−√3 r), differentiated by `profile_derivative` (`profiles`)."""
         s = math.sqrt(3.0) * _distance(r2)
         return (1.0 + s) * torch.exp(-s)
 
     def profile_derivative(self, r2: Tensor) -> Tensor:
         """−(3/2) exp(−√3 r)."""
         return torch.exp(_distance(r2).mul_(-math.sqrt(3.0))).mul_(-1.5)
+
+    def profile_second_derivative(self, r2: Tensor) -> Tensor:
+        """(3√3/4) exp(−√3 r)/r (0 at r = 0: it multiplies a zero distance's derivative)."""
+        r = _distance(r2)
+        return torch.where(r2 > 0, torch.exp(-math.sqrt(3.0) * r) / r, 0.0).mul_(
+            0.75 * math.sqrt(3.0))
 
 
 class Matern52(RadialKernel):
@@ -289,8 +306,16 @@ class Matern52(RadialKernel):
     """
 
     def profile(self, r2: Tensor) -> Tensor:
+        return profiles.profile(self, r2)
+
+    def profile_formula(self, r2: Tensor) -> Tensor:
+        """(1 + √5 r + 5r²/3) exp(−√5 r), differentiated by `profile_derivative`."""
         s = math.sqrt(5.0) * _distance(r2)
         return (1.0 + s + (5.0 / 3.0) * r2) * torch.exp(-s)
+
+    def profile_second_derivative(self, r2: Tensor) -> Tensor:
+        """(25/12) exp(−√5 r)."""
+        return torch.exp(_distance(r2).mul_(-math.sqrt(5.0))).mul_(25.0 / 12.0)
 
     def profile_derivative(self, r2: Tensor) -> Tensor:
         """−(5/6)(1 + √5 r) exp(−√5 r)."""
