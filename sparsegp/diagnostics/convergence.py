@@ -94,13 +94,14 @@ def limit_message(result: Any, name: str, num_data: int, budget_option: str,
         return (f"{name}.fit stopped at its round limit (maxiter={rounds.group(1)} rounds of "
                 f"site sweeps and hyperparameter steps) before the energy converged{change}; "
                 "pass a larger maxiter= (rounds) or a looser tol=")
-    if "LIMIT" not in message.upper():
+    limit = result.info.get("limit")  # set by the L-BFGS-B loop from scipy's status
+    if limit is None:
         return None  # a numerical stop (already warned about) or a line search's end
     window = max(1, len(history) // 10)
     last = "last iteration" if window == 1 else f"last {window} iterations"
     change = (f": the objective rose by {history[-1] - history[-1 - window]:.3g} nats over its "
               f"{last}" if len(history) > window else "")
-    if "ITERATIONS" in message.upper():
+    if limit == "iterations":
         what = f"iteration limit (maxiter={result.iterations})"
     else:
         what = (f"limit of objective evaluations ({result.evaluations}, at most "

@@ -153,6 +153,8 @@ def fit_lbfgsb(
                                               options=options, callback=on_iteration)
         flat.set(res.x)
         success, message, nit = bool(res.success), str(res.message), int(res.nit)
+        if res.status == 1:  # a budget ran out, whatever words this scipy's message uses
+            info["limit"] = "iterations" if nit >= maxiter else "evaluations"
         if res.status == 99 and stall_nats is not None:  # the callback's StopIteration
             gain = history[-1] - history[-1 - STALL_WINDOW]
             success, message = True, (

@@ -30,13 +30,45 @@ def test_nothing_to_say(res):
 
 def test_the_iteration_and_evaluation_limits_name_maxiter():
     h = [float(i) for i in range(21)]
-    text = limit_message(result("STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT", history=h),
-                         "SGPR", 100, "maxiter=", "steps")
+    text = limit_message(result("STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT", history=h,
+                                info={"limit": "iterations"}), "SGPR", 100, "maxiter=", "steps")
     assert text.startswith("SGPR.fit stopped at its iteration limit (maxiter=20)")
     assert "rose by 2 nats over its last 2 iterations" in text and "fit(maxiter=40)" in text
-    text = limit_message(result("STOP: TOTAL NO. OF F,G EVALUATIONS EXCEEDS LIMIT", history=h),
-                         "SGPR", 100, "maxiter=", "steps")
+    text = limit_message(result("STOP: TOTAL NO. OF F,G EVALUATIONS EXCEEDS LIMIT", history=h,
+                                info={"limit": "evaluations"}), "SGPR", 100, "maxiter=", "steps")
     assert "limit of objective evaluations (10," in text and "larger maxiter=" in text
+
+
+@pytest.mark.parametrize("words", ["STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT",
+                                   "Maximum number of iterations has been exceeded.", ""])
+def test_the_iteration_limit_is_read_from_scipys_status_not_its_words(words, monkeypatch):
+    # scipy's wording of L-BFGS-B's messages differs between versions: the fit must warn on
+    # its status (1: a budget ran out), whatever the message says
+    import warnings
+
+    import numpy as np
+    import scipy.optimize
+
+    import sparsegp as sg
+    from sparsegp.diagnostics import ConvergenceWarning
+
+    minimize = scipy.optimize.minimize
+
+    def reworded(*args, **kwargs):
+        res = minimize(*args, **kwargs)
+        res.message = words if res.status == 1 else res.message
+        return res
+
+    monkeypatch.setattr(scipy.optimize, "minimize", reworded)
+    X, y = sg.datasets.snelson()
+    model = sg.SGPR(X, y, inducing_points=8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = model.fit(maxiter=3, progress=False)
+    assert result.info["limit"] == "iterations"
+    said = [str(w.message) for w in caught if w.category is ConvergenceWarning]
+    assert any("stopped at its iteration limit (maxiter=3)" in s for s in said), said
+    assert np.isfinite(result.objective)
 
 
 def test_the_round_limit_names_the_rounds():
