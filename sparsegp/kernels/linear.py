@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
 from .base import Kernel, as_inputs, check_input_pair
 
@@ -20,13 +20,7 @@ class _VarianceOnly(Kernel):
         super().__init__()
         self._declare("variance", variance, 1.0, POSITIVE_FLOOR, max_dim=self.variance_dims)
 
-    @property
-    def variance(self) -> float | Any:
-        return as_user_value(self.value("variance"))
-
-    @variance.setter
-    def variance(self, v: Any) -> None:
-        self._assign("variance", v)
+    variance = UserValue("σ², the variance of the weights.")
 
 
 class Linear(_VarianceOnly):

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
 from .base import Kernel
 from .stationary import Stationary
@@ -41,13 +41,7 @@ class Periodic(Stationary):
         super().__init__(lengthscale, variance, ard=ard)
         self._declare("period", period, 1.0, POSITIVE_FLOOR)
 
-    @property
-    def period(self) -> float | Any:
-        return as_user_value(self.value("period"))
-
-    @period.setter
-    def period(self, v: Any) -> None:
-        self._assign("period", v)
+    period = UserValue("p: a number, or one per input column.")
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         # Lengthscale and period are relative to the period, not the input spread: only

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..parameters import as_user_value
+from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
 from . import profiles
 from .base import Kernel, check_input_pair
@@ -117,21 +117,9 @@ class Stationary(Kernel):
         self._declare("lengthscale", lengthscale, 1.0, POSITIVE_FLOOR)
         self._declare("variance", variance, 1.0, POSITIVE_FLOOR, max_dim=0)
 
-    @property
-    def lengthscale(self) -> float | Any:
-        return as_user_value(self.value("lengthscale"))
+    lengthscale = UserValue("ℓ: a number, or one per input column (ARD).")
 
-    @lengthscale.setter
-    def lengthscale(self, v: Any) -> None:
-        self._assign("lengthscale", v)
-
-    @property
-    def variance(self) -> float | np.ndarray:
-        return as_user_value(self.value("variance"))
-
-    @variance.setter
-    def variance(self, v: Any) -> None:
-        self._assign("variance", v)
+    variance = UserValue("σ², the signal variance.")
 
     def K_diag(self, X: Tensor) -> Tensor:
         self._checked_lengthscale(X, None)
