@@ -61,7 +61,7 @@ def table(times: dict[str, list[float]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = bench_parser("sparsegp bench startup", __doc__, 7)
     args = parse_bench_args(p, argv)
-    repeats = 2 if args.quick else args.repeats
+    repeats = 1 if args.quick else args.repeats
     if repeats < 1:
         p.error("--repeats must be at least 1")
     times: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
