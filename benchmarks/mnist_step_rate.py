@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from sparsegp.experiments import vdw2018_conv as vc
-from sparsegp.experiments.vdw2018_conv_runs import Segments
+from sparsegp.experiments.vdw2018 import conv as vc
+from sparsegp.experiments.vdw2018.conv_runs import Segments
 
 
 def synchronise(device: torch.device) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import sparsegp as sg
-from sparsegp.experiments.plotting import new_figure, save
+from sparsegp.experiments.shared.plotting import new_figure, save
 
 
 def make_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -3,8 +3,8 @@
     torchrun --nproc-per-node 2 examples/distributed_sgpr.py [--quick] [--data-dir DIR]
 
 Each rank loads only its shard of kin40k (10,000 training points, 8 inputs; from
-DIR/kin40k, by default $SPARSEGP_DATA_DIR or ./data as for the experiments (docs/data.md);
-synthetic data of the same shape if it is absent). SGPR all-reduces its sufficient
+DIR/kin40k, by default $SPARSEGP_DATA_DIR or the user cache folder as for the experiments
+(docs/data.md); synthetic data of the same shape if it is absent). SGPR all-reduces its sufficient
 statistics, so every rank sees the objective and gradient of all the data and L-BFGS runs in
 lock-step. NCCL when every rank has a GPU of its own, gloo when ranks share GPUs or have none
 (`sg.distributed.init_from_environment`). Also runs as a plain single process
@@ -45,7 +45,8 @@ def load(data_dir: Path, quick: bool) -> tuple[np.ndarray, ...]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", type=Path, default=None,
-                   help="folder holding kin40k/ (default: $SPARSEGP_DATA_DIR, else ./data)")
+                   help="folder holding kin40k/ (default: $SPARSEGP_DATA_DIR, else the user cache "
+                   "folder, ~/.cache/sparsegp/data on Linux)")
     p.add_argument("--quick", action="store_true", help="2,000 points, 30 iterations")
     p.add_argument("-M", "--num-inducing", type=int, default=200)
     args = p.parse_args()
@@ -57,7 +58,7 @@ def main() -> None:
     rank = torch.distributed.get_rank() if distributed else 0
     world = torch.distributed.get_world_size() if distributed else 1
 
-    from sparsegp.experiments.common import default_data_dir
+    from sparsegp.experiments.shared.datafolder import default_data_dir
 
     X, y, Xt, yt, source = load(args.data_dir or default_data_dir(), args.quick)
     shard = slice(rank, None, world)  # this rank's rows only

@@ -217,9 +217,9 @@ def _experiment(args: argparse.Namespace) -> int:
         likelihoods,
         randominputs,
         streaming,
-        vdw2018_conv,
-        vdw2018_interdomain,
     )
+    from .experiments.vdw2018 import conv as vdw2018_conv
+    from .experiments.vdw2018 import interdomain as vdw2018_interdomain
 
     runner = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
               "vdw2018-conv": vdw2018_conv, "bui2017": bui2017,

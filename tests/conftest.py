@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 #: The developers' data folder, beside the repository (a user's clone has none). The tests
-#: name it; the package never does (its default is $SPARSEGP_DATA_DIR, else ./data).
+#: name it; the package never does (its default is $SPARSEGP_DATA_DIR, else the user cache folder).
 DEVELOPERS_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 #: The data folder of the data-driven tests: $SPARSEGP_DATA_DIR when set, else the developers'
 #: folder. Tests that need files missing from it skip with the reason.

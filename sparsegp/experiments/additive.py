@@ -25,20 +25,14 @@ import torch
 
 from ..kernels import Active, Kernel, SquaredExponential
 from ..models import SGPR
-from .bui2017_data import missing_uci, uci_problem
-from .common import (
-    Missing,
-    Section,
-    data_folder,
-    experiment_parser,
-    predictive_scores,
-    quiet_fit,
-    run_sections,
-    run_with_data,
-    skipped_for_data,
-)
-from .plotting import new_figure, save
-from .tables import Table
+from .shared.command import experiment_parser, run_with_data
+from .shared.data import missing_uci, uci_problem
+from .shared.datafolder import Missing, data_folder, skipped_for_data
+from .shared.fitting import quiet_fit
+from .shared.metrics import predictive_scores
+from .shared.plotting import new_figure, save
+from .shared.sections import Section, run_sections
+from .shared.tables import Table
 
 
 @dataclass(frozen=True)

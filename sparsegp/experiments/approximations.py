@@ -28,22 +28,15 @@ import numpy as np
 
 from ..datasets import snelson
 from ..models import KISSGP, RFF, SGPR, SSGP
-from .bui2017_data import Problem, missing_uci, standardise, synthetic_problem, uci_problem
-from .common import (
-    AS_GIVEN,
-    Missing,
-    Section,
-    data_folder,
-    experiment_main,
-    experiment_parser,
-    missing_files,
-    predictive_scores,
-    run_sections,
-    skipped_for_data,
-)
-from .plotting import new_figure, save
-from .tables import Table
-from .vdw2018_interdomain import FILES as KIN40K_FILES
+from .shared.command import experiment_main, experiment_parser
+from .shared.data import KIN40K_FILES, Problem, missing_uci, read_kin40k, standardise, uci_problem
+from .shared.datafolder import Missing, data_folder, missing_files, skipped_for_data
+from .shared.fitting import AS_GIVEN
+from .shared.metrics import predictive_scores
+from .shared.plotting import new_figure, save
+from .shared.sections import Section, run_sections
+from .shared.synthetic import synthetic_problem
+from .shared.tables import Table
 
 METHODS = ("VFE", "FITC", "PEP 0.5", "RFF", "SSGP", "KISS-GP")
 UCI = ("energy", "concrete", "kin8nm")
@@ -107,7 +100,7 @@ def _snelson_splits(splits: int) -> list[Problem]:
 
 
 def _kin40k(folder: Path, cfg: Config) -> list[Problem]:
-    X, y, Xs, ys = (np.loadtxt(folder / name, dtype=np.float64) for name in KIN40K_FILES)
+    X, y, Xs, ys = read_kin40k(folder)
     rng = np.random.default_rng(0)
     tr = rng.choice(X.shape[0], min(cfg.kin40k_train, X.shape[0]), replace=False)
     te = rng.choice(Xs.shape[0], min(cfg.kin40k_test, Xs.shape[0]), replace=False)
@@ -268,7 +261,7 @@ def run(out: Path, quick: bool = False, data_dir: Path | None = None,
         log: Callable[[str], None] | None = print, cfg: Config | None = None) -> list[Path]:
     """Run every section into `out` (results.md, CSV tables, figures); returns the files.
     `cfg` overrides the sizes of `quick` (FULL or QUICK); `data_dir`: the data folder (None:
-    `common.default_data_dir()`)."""
+    `shared.datafolder.default_data_dir()`)."""
     cfg = cfg or (QUICK if quick else FULL)
     data_dir = data_folder(data_dir)
     missing = missing_data(data_dir, cfg=cfg)

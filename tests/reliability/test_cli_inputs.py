@@ -176,7 +176,7 @@ def test_torchs_allocation_failure_is_told_with_its_size_and_what_to_do(tmp_path
 # -- outputs and help ------------------------------------------------------------------------
 
 def test_an_experiment_refuses_standard_output_for_its_folder(capsys):
-    from sparsegp.experiments.common import experiment_parser
+    from sparsegp.experiments.shared.command import experiment_parser
 
     parser = experiment_parser(None, "sparsegp experiment x", "", "x-results", "quick", "data")
     with pytest.raises(SystemExit) as exit_:

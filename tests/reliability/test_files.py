@@ -167,7 +167,7 @@ def test_a_failed_csv_of_predictions_leaves_the_previous_file(tmp_path, failing_
 
 @pytest.mark.parametrize("failure", FAILURES)
 def test_a_failed_experiment_table_leaves_the_previous_file(tmp_path, failing_writes, failure):
-    from sparsegp.experiments.tables import Table
+    from sparsegp.experiments.shared.tables import Table
 
     table = Table("t", ["M", "objective"], [[m, -1.5 * m] for m in range(40)])
     path = table.write_csv(tmp_path / "table.csv")
@@ -181,7 +181,7 @@ def test_a_failed_experiment_table_leaves_the_previous_file(tmp_path, failing_wr
 
 @pytest.mark.parametrize("failure", FAILURES)
 def test_a_failed_figure_leaves_the_previous_file(tmp_path, failing_writes, failure):
-    from sparsegp.experiments.plotting import new_figure, save
+    from sparsegp.experiments.shared.plotting import new_figure, save
 
     fig, axes = new_figure(1, 1, (3, 2))
     axes[0, 0].plot([0, 1], [0, 1])
@@ -197,7 +197,7 @@ def test_a_failed_figure_leaves_the_previous_file(tmp_path, failing_writes, fail
 
 @pytest.mark.parametrize("failure", FAILURES)
 def test_a_failed_results_report_leaves_the_previous_file(tmp_path, failing_writes, failure):
-    from sparsegp.experiments.common import Section, run_sections
+    from sparsegp.experiments.shared.sections import Section, run_sections
 
     def step():
         return Section("s", "A section", "What it shows. " * 20, findings=["a finding"])
@@ -213,7 +213,7 @@ def test_a_failed_results_report_leaves_the_previous_file(tmp_path, failing_writ
 
 @pytest.mark.parametrize("failure", FAILURES)
 def test_a_failed_checkpoint_record_leaves_the_previous_one(tmp_path, failing_writes, failure):
-    from sparsegp.experiments.vdw2018_conv_runs import _write_json
+    from sparsegp.experiments.vdw2018.conv_runs import _write_json
 
     path = tmp_path / "run.json"
     _write_json(path, {"segments": 3, "status": "running", "trace": list(range(30))})
@@ -226,7 +226,7 @@ def test_a_failed_checkpoint_record_leaves_the_previous_one(tmp_path, failing_wr
 
 
 def test_a_failed_store_settings_file_leaves_no_half_file(tmp_path, failing_writes):
-    from sparsegp.experiments.bui2017_store import SETTINGS, Store
+    from sparsegp.experiments.bui2017.store import SETTINGS, Store
 
     failing_writes(KeyboardInterrupt)
     with pytest.raises(KeyboardInterrupt):
