@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import numbers
 from typing import Any, cast
 
 import torch
@@ -23,7 +22,6 @@ from torch import Tensor
 
 from .. import distributed
 from ..features.inducing_points import InducingPoints
-from ..features.initialisation import initial_inducing_inputs
 from ..objectives.online import (
     StreamingProblem,
     Summary,
@@ -38,8 +36,9 @@ from ..training import FitResult
 from ..validation import as_inputs, as_targets, check_bool, check_columns, check_same_rows
 from .base import Model
 from .fitting import FitOptions
-from .inducing import resolve_feature
 from .sgpr import SGPR
+from .streaming_inducing import new_feature
+from .streaming_svgp import StreamingSVGP  # noqa: F401  (registers it for SVGP.update, load)
 
 STREAMING_APPROXIMATIONS = ("vfe", "fitc", "pep")
 
@@ -168,7 +167,7 @@ def update(model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     X, y = _new_batch(model, X_new, y_new)
     Z_old = cast(InducingPoints, post.feature).locations()  # checked: inducing points
     summary = summarise(Z_old, post.L, post.q.root, post.q.mean)
-    feature = _new_feature(model, inducing_points, X, summary.Z)
+    feature = new_feature(model, inducing_points, X, summary.Z)
     new = _assemble(model, X, y, feature, summary)
     if fit:
         new.fit(**fit_options)
@@ -215,25 +214,6 @@ def _new_batch(model: SGPR, X_new: Any, y_new: Any) -> tuple[Tensor, Tensor]:
     X = (X.to(PARAMETER_DTYPE) - model.x_shift) / model.x_scale
     y = (y.to(PARAMETER_DTYPE) - model.y_shift) / model.y_scale
     return X, y
-
-
-def _new_feature(model: SGPR, inducing_points: Any, X: Tensor, Z_old: Tensor) -> InducingPoints:
-    """The new inducing inputs b (internal units): see `update`."""
-    spec = model.num_inducing if inducing_points is None else inducing_points
-    if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
-        pool = torch.cat([Z_old.to(X), X], 0)
-        feature: Any = InducingPoints(initial_inducing_inputs(pool, int(spec), "kmeans++", 0,
-                                                              rows="old inducing inputs and "
-                                                              "new data points"))
-    else:
-        feature = resolve_feature(spec, model.kernel, X, model.x_shift, model.x_scale,
-                                  "kmeans++", 0)
-    if not isinstance(feature, InducingPoints):
-        raise TypeError("streaming updates take inducing points (an int, an array [M, D] or "
-                        f"InducingPoints); got {type(feature).__name__}")
-    if not model.feature.Z.requires_grad:
-        feature.Z.requires_grad_(False)
-    return feature
 
 
 def _assemble(model: SGPR, X: Tensor, y: Tensor, feature: InducingPoints,

@@ -21,6 +21,7 @@ from ..runtime.chunking import auto_chunk_size
 from ..runtime.config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ..training import natural_gradient_step
 from .base import NOISE_FRACTION, Model
+from .classes import MODELS
 from .core import ModelCore
 from .coregional import CoregionalMixin
 from .inducing import InducingMixin
@@ -240,6 +241,14 @@ class SVGP(SVGPPredictions, SVGPTraining, SVGPDiagnostics, SVGPData, InducingMix
                              "has mean_field=True (fit() trains its q(u) by Adam)")
         return natural_gradient_step(lambda mean, root: self.elbo(X, y, q_mu=mean, q_sqrt=root),
                                      self.q_mu, self.q_sqrt, gamma)
+
+    def update(self, X_new: Any, y_new: Any, inducing_points: Any = None, fit: bool = True,
+               **fit_options: Any) -> SVGP:
+        """Streaming update, any likelihood: a `StreamingSVGP` that has seen this model's data
+        through its q(u) alone, and the new batch (`sparsegp.models.streaming_svgp.update`)."""
+        streaming = cast(Any, MODELS.get("StreamingSVGP"))  # registered by models.streaming
+        return cast(SVGP, streaming.from_update(self, X_new, y_new, inducing_points, fit,
+                                                **fit_options))
 
     # -- persistence ----------------------------------------------------------------------
     @classmethod

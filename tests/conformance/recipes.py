@@ -465,6 +465,17 @@ MODELS_: dict[str, list[ModelCase]] = {
             _X[12:], _Y[12:], inducing_points=6, fit=False), new_inputs=_X_NEW,
             new_targets=_Y_NEW),
     ],
+    "StreamingSVGP": [
+        ModelCase("gaussian", lambda: sg.SVGP(
+            _X[:12], _Y[:12], kernel=_matern(), inducing_points=5,
+            likelihood=L.Gaussian(variance=0.1)).update(_X[12:], _Y[12:], fit=False),
+                  new_inputs=_X_NEW, new_targets=_Y_NEW),
+        ModelCase("bernoulli", lambda: sg.SVGP(
+            _X[:12], (_Y[:12] > 0).astype(float), kernel=_matern(), likelihood=L.Bernoulli(),
+            inducing_points=5).update(_X[12:], (_Y[12:] > 0).astype(float), fit=False),
+                  predict=lambda m: m.predict_y(_X_NEW),
+                  new_inputs=_X_NEW, new_targets=_LABELS_NEW, observed="labels"),
+    ],
     "SVGP": [
         ModelCase("gaussian", lambda: sg.SVGP(_X, _Y, kernel=_matern(), inducing_points=5,
                                               likelihood=L.Gaussian(variance=0.1)),

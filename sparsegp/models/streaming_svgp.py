@@ -1,0 +1,201 @@
+"""Streaming SVGP for any likelihood (Bui, Nguyen & Turner 2017): `update` turns a fitted SVGP
+and a new batch of data into a `StreamingSVGP` that has seen both, without the old data.
+
+The old data are carried by the old posterior q_old(a) over the old inducing inputs a and the
+old prior p_old(a) (`objectives.online_svgp.OldPosterior`, M_a² numbers per latent function);
+the new model's q(b), hyperparameters and inducing inputs b are learnt from the new batch and
+that summary alone (`objectives.online_svgp.streaming_elbo`), in O(N_new·M² + M³). It
+predicts, fits, saves and loads as an SVGP does, and can be updated again.
+
+Units: the new model keeps the old model's units (x_shift, x_scale, y_shift, y_scale).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import torch
+from torch import Tensor
+
+from .. import conditionals, distributed
+from ..features.inducing_points import InducingPoints
+from ..objectives.online_svgp import OldPosterior, old_posterior, streaming_elbo
+from ..parameters import Parameterised
+from ..runtime.config import PARAMETER_DTYPE
+from ..validation import check_bool, check_same_rows
+from .streaming_inducing import new_feature
+from .svgp import SVGP
+
+
+class StreamingSVGP(SVGP):
+    """An SVGP fitted to a new batch of data and the posterior of the data before it (made by
+    `SVGP.update`). Its objective (`elbo`, `log_marginal_likelihood`) is the streaming bound
+    of `objectives.online_svgp`; `X` and `y` are the new batch only, `num_data` its rows,
+    `num_data_seen` every row the chain of updates has seen. The old posterior is saved with
+    the model. `fit()` trains by minibatches (Adam on the hyperparameters, natural gradients
+    on q(b)) whatever the likelihood: the collapsed full-batch fit of a Gaussian SVGP would
+    drop the old data's term.
+
+    Example:
+
+        >>> import numpy as np, sparsegp as sg
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(-3, 3, (200, 1)); y = (np.sin(2 * X[:, 0]) > 0).astype(float)
+        >>> m = sg.SVGP(X[:100], y[:100], likelihood=sg.likelihoods.Bernoulli(),
+        ...             inducing_points=8)
+        >>> for _ in range(10):
+        ...     _ = m.natural_gradient_step(0.5)
+        >>> new = m.update(X[100:], y[100:], fit=False)  # never sees X[:100] again
+        >>> type(new).__name__, new.num_data, new.num_data_seen
+        ('StreamingSVGP', 100, 200)
+        >>> new.predict_proba(X[:3]).shape
+        (3,)
+    """
+
+    old_Z: Tensor  # buffers: the old posterior (`objectives.online_svgp.OldPosterior`)
+    old_L: Tensor
+    old_mean: Tensor
+    old_root: Tensor
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        super()._build(config, parts)
+        info = config["streaming"]
+        M, C, D = int(info["old_inducing"]), int(config["num_latent"]), int(config["input_dim"])
+        for name, shape in (("old_Z", (M, D)), ("old_L", (M, M)), ("old_mean", (M, C)),
+                            ("old_root", (C, M, M))):
+            self.register_buffer(name, torch.zeros(shape, dtype=PARAMETER_DTYPE))
+
+    @classmethod
+    def from_update(cls, model: SVGP, X_new: Any, y_new: Any, inducing_points: Any = None,
+                    fit: bool = True, **fit_options: Any) -> StreamingSVGP:
+        """`update(model, X_new, y_new, ...)`: what `SVGP.update` calls, through the model
+        registry, so that svgp.py need not import this module."""
+        return update(model, X_new, y_new, inducing_points, fit, **fit_options)
+
+    @property
+    def num_data_seen(self) -> int:
+        """The rows of every batch this model has been updated with, this one too."""
+        return int(self._config["streaming"]["seen"])
+
+    @property
+    def num_updates(self) -> int:
+        """How many updates led to this model (1 for the first update of an SVGP)."""
+        return int(self._config["streaming"]["updates"])
+
+    def old_posterior(self) -> OldPosterior:
+        """The posterior of the data before this batch (internal units)."""
+        return OldPosterior(self.old_Z, self.old_L, self.old_mean, self.old_root)
+
+    def elbo(self, X: Tensor | None = None, y: Tensor | None = None, q_mu: Tensor | None = None,
+             q_sqrt: Tensor | None = None) -> Tensor:
+        """The streaming bound: the ELBO (estimate) of the new batch plus the old data's term
+        (internal units of y)."""
+        X, y = (self.X, self.y) if X is None else (X, cast(Tensor, y))
+        return streaming_elbo(self.kernel, self.feature, self.likelihood, X, y,
+                              self._cholesky_kuu(), self.q_mu if q_mu is None else q_mu,
+                              self._root(self.q_sqrt if q_sqrt is None else q_sqrt),
+                              self.whiten, self.num_data, self._chunk(), self.old_posterior(),
+                              self.prior_mean())
+
+    def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
+        return super()._why_minibatch(batch_size, data) or "the old data's term in the bound"
+
+    def upper_bound(self) -> float:
+        raise TypeError("upper_bound() bounds the evidence of one batch of data; a "
+                        "StreamingSVGP's objective also holds the posterior of the data before it")
+
+    def diagnostics(self, **kwargs: Any) -> Any:
+        raise TypeError("diagnostics() look at one batch of data; a StreamingSVGP's posterior "
+                        "also holds the data before it (fit an SVGP to all the data to diagnose "
+                        "the approximation)")
+
+
+def update(model: SVGP, X_new: Any, y_new: Any, inducing_points: Any = None, fit: bool = True,
+           **fit_options: Any) -> StreamingSVGP:
+    """A `StreamingSVGP` that has seen the data of `model` (through its q(u), not its data)
+    and the new batch X_new [N, D], y_new [N] (units of X and y).
+
+    `model`: an SVGP (or StreamingSVGP) with inducing points, a zero prior mean, one kernel
+    shared by its latent functions and no mixing matrix; any likelihood. The new model starts
+    from the old hyperparameters and keeps the old units. `inducing_points` as in
+    `SGPR.update`: None or an int M chooses M inputs by seeded k-means++ from the old inducing
+    inputs and X_new together; an array or `InducingPoints` is taken as given
+    (`model.inducing_points` keeps the old ones). q(b) starts at the old q when b = a, else at
+    the prior. With `fit` (default) the model is then fitted (`fit_options`: those of
+    `SVGP.fit`; minibatch training); `fit=False` returns it as assembled. Cost O(N·M² + M³);
+    the old data are never needed.
+
+    With b = a, the same hyperparameters and a Gaussian likelihood, the optimal q(b) (one
+    natural-gradient step of size 1) is the batch VFE posterior of all the data seen; for other
+    likelihoods the old data's term is the Gaussian that matches their expected
+    log-likelihood at q_old, so the result is close to, not equal to, the batch posterior.
+    """
+    _check_model(model)
+    check_bool(fit, "fit")
+    if fit_options and not fit:
+        raise TypeError(f"fit options ({', '.join(sorted(fit_options))}) need fit=True")
+    check_same_rows(X_new, y_new)
+    X = model._internal_inputs(X_new, "X_new")
+    y = model._internal_targets(y_new, "y_new", X.shape[0])
+    with torch.no_grad():
+        L = model._cholesky_kuu()
+        q = conditionals.from_parameters(L, model.q_mu, model._root(model.q_sqrt), model.whiten)
+        old = old_posterior(cast(InducingPoints, model.feature).locations(), L, q)
+    feature = new_feature(model, inducing_points, X, old.Z)
+    new = _assemble(model, X, y, feature, old)
+    if fit:
+        new.fit(**fit_options)
+    return new
+
+
+def _check_model(model: Any) -> None:
+    if not isinstance(model, SVGP):
+        raise TypeError(f"update takes an SVGP; got {type(model).__name__}")
+    if not isinstance(model.feature, InducingPoints):
+        raise TypeError("streaming updates take a model with inducing points; this one has "
+                        f"{type(model.feature).__name__} features")
+    if model.mixing_matrix is not None or model.num_outputs != 1:
+        raise ValueError("streaming updates take a model of one output, y [N] (no mixing matrix)")
+    if model.prior_mean() is not None:
+        raise ValueError("streaming updates take a model with a zero prior mean (q(u) holds f, "
+                         "not f minus a mean that the new batch would refit)")
+    if distributed.is_distributed():
+        raise RuntimeError("streaming updates run in one process: torch.distributed is "
+                           "initialised")
+
+
+def _assemble(model: SVGP, X: Tensor, y: Tensor, feature: InducingPoints,
+              old: OldPosterior) -> StreamingSVGP:
+    """The StreamingSVGP at the old model's hyperparameters and units; q(b) is the old q when
+    b = a (same inputs), else the prior."""
+    config = copy.deepcopy(model.config())
+    seen = model.num_data_seen if isinstance(model, StreamingSVGP) else model.num_data
+    updates = model.num_updates if isinstance(model, StreamingSVGP) else 0
+    config.update(num_data=X.shape[0], streaming={
+        "old_inducing": old.Z.shape[0], "seen": seen + X.shape[0], "updates": updates + 1})
+    parts = {"kernel": copy.deepcopy(model.kernel), "mean": copy.deepcopy(model.mean),
+             "likelihood": copy.deepcopy(model.likelihood), "feature": feature}
+    new = StreamingSVGP.__new__(StreamingSVGP)
+    Parameterised.__init__(new)
+    new._build(config, parts)
+    new.to(model.device)
+    with torch.no_grad():
+        for name in ("x_shift", "x_scale", "y_shift", "y_scale"):
+            getattr(new, name).copy_(getattr(model, name))
+        for name, value in zip(("old_Z", "old_L", "old_mean", "old_root"), old, strict=True):
+            getattr(new, name).copy_(value)
+        same = feature.Z.shape == old.Z.shape and bool((feature.Z == old.Z.to(feature.Z)).all())
+        if same:
+            new.q_mu.copy_(model.q_mu)
+            new.q_sqrt.copy_(model.q_sqrt)
+        elif not new.whiten:
+            new.q_sqrt.copy_(new._cholesky_kuu().expand_as(new.q_sqrt))
+    new.q_mu.requires_grad_(model.q_mu.requires_grad)
+    new.q_sqrt.requires_grad_(model.q_sqrt.requires_grad)
+    for name, prior in model.named_priors():
+        if "." not in name:
+            new.set_prior(name, prior)
+    new.X, new.y = X, y
+    new.metadata = copy.deepcopy(model.metadata)
+    return new
