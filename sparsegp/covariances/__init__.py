@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (registrations)
     inducing_points,
     multiscale,
     patches,
+    rational_quadratic,
     separate,
     stacked,
     sums,

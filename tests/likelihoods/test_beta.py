@@ -68,7 +68,8 @@ def test_variational_expectations_match_adaptive_quadrature(link, phi):
 @pytest.mark.parametrize("link", ["logit", "probit"])
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
 def test_tilted_moments_and_predictive_density_match_adaptive_quadrature(link, alpha):
-    for phi in (0.5, 5.0, 50.0, 500.0):
+    # α = 1 over every precision; α = ½ (the same code with a tempered likelihood) at two
+    for phi in ((0.5, 5.0, 50.0, 500.0) if alpha == 1.0 else (5.0, 500.0)):
         lik = Beta(precision=phi, link=link)
         # not a sharp prior (v = 0.01) under φ = 500, where the tilted distribution can have two
         # modes (class docstring)
@@ -144,10 +145,10 @@ def test_svgp_learns_the_precision():
     model = sg.SVGP(X, y, likelihood=Beta(precision=1.0), inducing_points=10)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a short budget; converged enough
-        model.fit(epochs=1000, lr=0.05)
+        model.fit(epochs=300, lr=0.1)
     mean, var = model.predict_y(Xt)
     truth = special.expit(1.5 * np.sin(Xt[:, 0]))
-    # measured: φ = 19.6 (truth 20); RMSE of the mean 0.023; held-out log density 0.90
+    # measured: φ = 16.8 (truth 20; 19.6 after 1000 epochs at lr 0.05); RMSE of the mean 0.021
     assert 14.0 < model.likelihood.precision < 28.0
     assert float(np.sqrt(np.mean((mean - truth) ** 2))) < 0.03
     assert ((var > 0) & (var < 0.25)).all()

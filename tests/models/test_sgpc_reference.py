@@ -1,59 +1,17 @@
-"""SGPC against dense references: full EP (Rasmussen & Williams 2006, Alg. 3.5 and eq. 3.65)
-in numpy, and the SVGP ELBO as α → 0."""
+"""SGPC against dense references: full EP on the N×N prior (`tests/likelihoods/dense_ep.py`:
+Rasmussen & Williams 2006, Alg. 3.5, with adaptive quadrature of the tilted moments), and the
+SVGP ELBO as α → 0."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from scipy.linalg import cho_factor, cho_solve
 from scipy.stats import norm
 
 import sparsegp as sg
 
-
-def dense_ep(K: np.ndarray, y: np.ndarray, sweeps: int = 200):
-    """Sequential EP for probit GP classification (R&W Alg. 3.5), labels ±1.
-
-    Returns the site precisions τ̃, natural means ν̃ and log Z_EP (R&W eq. 3.65).
-    """
-    N = len(y)
-    nu, tau = np.zeros(N), np.zeros(N)
-    Sigma, mu = K.copy(), np.zeros(N)
-    for _ in range(sweeps):
-        old = tau.copy()
-        for i in range(N):
-            tau_c = 1.0 / Sigma[i, i] - tau[i]
-            nu_c = mu[i] / Sigma[i, i] - nu[i]
-            s2c, muc = 1.0 / tau_c, nu_c / tau_c
-            z = y[i] * muc / np.sqrt(1.0 + s2c)
-            r = np.exp(norm.logpdf(z) - norm.logcdf(z))
-            mu_hat = muc + y[i] * s2c * r / np.sqrt(1.0 + s2c)
-            s2_hat = s2c - s2c**2 * r * (z + r) / (1.0 + s2c)
-            d_tau = 1.0 / s2_hat - tau_c - tau[i]
-            tau[i] += d_tau
-            nu[i] = mu_hat / s2_hat - nu_c
-            si = Sigma[:, i].copy()
-            Sigma -= d_tau / (1.0 + d_tau * si[i]) * np.outer(si, si)
-            mu = Sigma @ nu
-        S = np.sqrt(tau)
-        Lb = np.linalg.cholesky(np.eye(N) + np.outer(S, S) * K)
-        V = np.linalg.solve(Lb, S[:, None] * K)
-        Sigma, mu = K - V.T @ V, (K - V.T @ V) @ nu
-        if np.max(np.abs(tau - old)) < 1e-12:
-            break
-    tau_c = 1.0 / np.diag(Sigma) - tau
-    mu_c = (mu / np.diag(Sigma) - nu) / tau_c
-    # log Z_EP = log N(μ̃ | 0, K + S̃⁻¹) + Σ_i [log Ẑ_i + ½ log 2π + ½ log(σ²_-i + 1/τ̃_i)
-    #            + (μ_-i − μ̃_i)² / (2(σ²_-i + 1/τ̃_i))]  (R&W eq. 3.65 rearranged)
-    mu_t = nu / tau
-    cf = cho_factor(K + np.diag(1.0 / tau))
-    log_n = (-0.5 * mu_t @ cho_solve(cf, mu_t) - np.log(np.diag(cf[0])).sum()
-             - 0.5 * N * np.log(2 * np.pi))
-    w = 1.0 / tau_c + 1.0 / tau
-    local = (norm.logcdf(y * mu_c / np.sqrt(1.0 + 1.0 / tau_c)) + 0.5 * np.log(2 * np.pi)
-             + 0.5 * np.log(w) + (mu_c - mu_t) ** 2 / (2 * w))
-    return tau, nu, log_n + local.sum()
+from ..likelihoods import dense_ep as reference
 
 
 def problem(N=25, seed=1):
@@ -68,7 +26,8 @@ def test_alpha_one_with_z_equal_x_is_full_ep(seed):
     X, y = problem(seed=seed)
     ell, var = 0.8, 2.0
     K = var * np.exp(-0.5 * (X - X.T) ** 2 / ell**2)
-    tau, nu, log_z = dense_ep(K, y)
+    dense = reference.dense_ep(K, [reference.bernoulli((v + 1) / 2) for v in y])
+    tau, nu, log_z = dense.tau, dense.nu, dense.log_z
     clf = sg.SGPC(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=ell, variance=var),
                   inducing_points=X, alpha=1.0, jitter=1e-10)
     clf.update_sites(max_sweeps=2000, tol=1e-14)
