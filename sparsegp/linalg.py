@@ -71,19 +71,24 @@ def jittered_cholesky(
     which starts at `jitter` and, if the factorisation fails, is raised by factors of 10 up
     to `escalations` times (with a `JitterWarning` stating the amount added). The jitter is
     relative to the mean diagonal (docs/math.md §7), so it is invariant to the kernel's scale.
-    Raises `CholeskyError` naming likely causes when every attempt fails.
+    Only the lower triangle of A is read. Raises `CholeskyError` naming likely causes when
+    every attempt fails, or saying so when A's lower triangle holds NaN or inf.
     """
-    if not bool(torch.isfinite(A).all()):
-        raise CholeskyError(
-            f"{name} contains NaN or inf: the inputs or the hyperparameters are not finite "
-            "(a lengthscale or variance overflowed, or the data hold NaN/inf)"
-        )
     scale = torch.diagonal(A).mean()
+    finite_scale = math.isfinite(float(scale.detach()))
     tries = [jitter] + [max(jitter, MIN_ESCALATION_JITTER) * 10.0**k for k in range(1, escalations + 1)]
     for i, j in enumerate(tries):
         Aj = add_to_diagonal(A, j * scale) if j > 0 else A
         L, info = torch.linalg.cholesky_ex(Aj)
-        if int(info) == 0:
+        # A NaN or inf in the lower triangle (the part read) fails the factorisation, or is an
+        # infinite diagonal entry (an infinite mean): A is scanned for them only then
+        ok = int(info) == 0
+        if (not ok or not finite_scale) and not bool(torch.isfinite(A.tril()).all()):
+            raise CholeskyError(
+                f"{name} contains NaN or inf: the inputs or the hyperparameters are not finite "
+                "(a lengthscale or variance overflowed, or the data hold NaN/inf)"
+            )
+        if ok:
             if i > 0:
                 warnings.warn(
                     f"Cholesky of {name} ({A.shape[-1]}×{A.shape[-1]}) needed jitter {j:.1e} × "

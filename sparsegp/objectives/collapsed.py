@@ -33,7 +33,7 @@ from ..means import Mean
 from ..runtime.chunking import auto_chunk_size
 from .blocks import Blocking, BlockPowerEPStream
 from .heteroscedastic import PointNoiseStream
-from .statistics import PowerEPStream, WhitenedStream
+from .statistics import PowerEPStream, WhitenedStream, unwhitened_is_safe
 from .streaming import Stream, streamed_sum
 
 APPROXIMATIONS = ("vfe", "fitc", "dtc", "pep")
@@ -174,9 +174,12 @@ def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedP
     return parts
 
 
-def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
+def statistics(p: CollapsedProblem, L: Tensor, unwhitened: bool = False) -> Statistics:
     """The sums of docs/math.md §2 for the problem's family member (L = chol(Kuu)), streamed over
-    chunks of the data and, when the data are sharded, over processes (see `streaming`)."""
+    chunks of the data and, when the data are sharded, over processes (see `streaming`).
+    `unwhitened`: VFE's and DTC's sums may be whitened once instead of chunk by chunk where
+    `statistics.unwhitened_is_safe` says that is accurate (the objective's path; the upper
+    bound, steep in Σ k_nn − tr Q, and the posterior keep the per-chunk whitening)."""
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
     size = _chunk_size(p.chunk_size, kuf.width, kuf.dtype, p.X.device)
     n = count_rows(p.X, p.sharded)
@@ -204,7 +207,9 @@ def statistics(p: CollapsedProblem, L: Tensor) -> Statistics:
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns)
         return Statistics._make((*streamed_sum(stream, p.X, y, size, over_ranks=p.sharded), n))
     # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
-    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns), p.X, y, size,
+    # whitened once instead of chunk by chunk where that is accurate (`unwhitened_is_safe`)
+    whiten = not (unwhitened and unwhitened_is_safe(L, kuf, p.X, p.noise, n))
+    Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns, whiten), p.X, y, size,
                                 over_ranks=p.sharded)
     s_d = kd - torch.diagonal(Q).sum()
     return Statistics(
@@ -262,7 +267,7 @@ def collapsed_objective(p: CollapsedProblem) -> Tensor:
     NaN where an output is missing: see `output_parts`). Shape: []."""
     total = None
     for _, part, L in _factored_parts(p):
-        stats = statistics(part, L)
+        stats = statistics(part, L, unwhitened=True)
         value = family_objective(stats, solve(stats))
         total = value if total is None else total + value
     assert total is not None

@@ -127,8 +127,9 @@ def _covariance_gradient(L: Tensor, alpha: Tensor, g: Tensor, noise_shape: torch
     `cholesky_inverse`, then in place), and the noise's gradient: its trace for one σ², its
     diagonal for a σ²_n per point."""
     G = torch.cholesky_inverse(L)
-    # a 0-dim tensor is a Scalar to torch (the stubs say numbers only)
-    G.mul_(-0.5 * g).addr_(alpha, alpha, alpha=0.5 * g)  # type: ignore[arg-type]
+    # one pass: G ← −(g/2) G + (g/2) ααᵀ (a 0-dim tensor is a Scalar to torch; the stubs say
+    # numbers only)
+    G.addr_(alpha, alpha, beta=-0.5 * g, alpha=0.5 * g)  # type: ignore[arg-type]
     diag = torch.diagonal(G)
     return G, diag.sum() if len(noise_shape) == 0 else diag.clone()
 

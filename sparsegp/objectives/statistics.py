@@ -14,6 +14,7 @@ method docstrings); the tests check them against autograd.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -77,28 +78,82 @@ def symmetric_from_lower(A: Tensor) -> Tensor:
     return lower + lower.tril(-1).mT
 
 
+# The unwhitened VFE/DTC sums are used where ε·cond(Kuu)·mean(k_nn)/σ² — about the relative
+# error they add to the objective (measured 0.4× at N = 10⁵, M = 500) — is at most this, and
+# the N·M² work is at least UNWHITENED_MIN_WORK multiply-adds (below it the per-chunk
+# whitening costs little).
+UNWHITENED_ERROR_BOUND = 1e-9
+UNWHITENED_MIN_WORK = 10**8
+_POWER_STEPS = 16
+
+
+def _largest_eigenvalue(apply, M: int, like: Tensor) -> float:
+    """The largest eigenvalue of a symmetric positive definite operator by block power
+    iteration (4 fixed pseudo-random starts, `_POWER_STEPS` steps): a lower bound, close."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    V = torch.randn(M, 4, generator=g, dtype=like.dtype).to(like.device)
+    estimate = torch.zeros((), dtype=like.dtype, device=like.device)
+    for _ in range(_POWER_STEPS):
+        V = V / torch.linalg.vector_norm(V, dim=0)
+        W = apply(V)
+        estimate = (V * W).sum(0).max()
+        V = W
+    return float(estimate)
+
+
+def condition_of_factored(L: Tensor) -> float:
+    """cond(L Lᵀ) for a lower-triangular factor L [M, M], by power iteration on L Lᵀ and on
+    its inverse (triangular solves with 4 vectors: O(M²) a step, no M³ work)."""
+    Ld = L.detach()
+    M = Ld.shape[0]
+    big = _largest_eigenvalue(lambda V: Ld @ (Ld.mT @ V), M, Ld)
+    inv = _largest_eigenvalue(lambda V: torch.linalg.solve_triangular(
+        Ld.mT, torch.linalg.solve_triangular(Ld, V, upper=False), upper=True), M, Ld)
+    return big * inv
+
+
+def unwhitened_is_safe(L: Tensor, kuf: CrossCovariance, X: Tensor, noise: Tensor, n: int) -> bool:
+    """Whether the sums of Kuf Kfu whitened once (`WhitenedStream` with `whiten=False`) are
+    accurate for the objective of the rows X [N, D] (`n` rows over all ranks), noise σ² []:
+    rounding δS in S = Σ k kᵀ becomes L⁻¹δSL⁻ᵀ, about ε·cond(Kuu)·‖Q‖ against σ², and the
+    gradient's L⁻ᵀGL⁻¹ squares cond(L) the same way (the power iteration's estimate of
+    cond(Kuu) is doubled for its underestimate). False where the work is small
+    (`UNWHITENED_MIN_WORK`): there whitening chunk by chunk is cheap."""
+    M = L.shape[-1]
+    if n * M * M < UNWHITENED_MIN_WORK or noise.dim() != 0 or float(noise.detach()) <= 0.0:
+        return False
+    with torch.no_grad():
+        signal = float(kuf.kdiag(X).sum()) / max(1, X.shape[0])  # mean k_nn
+    ratio = max(1.0, signal / float(noise.detach()))
+    bound = torch.finfo(kuf.dtype).eps * 2.0 * condition_of_factored(L) * ratio
+    return math.isfinite(bound) and bound <= UNWHITENED_ERROR_BOUND
+
+
 class WhitenedStream(Stream):
     """Σ over chunks of (Q = Σ a_n a_nᵀ [M, M], r = Σ y_n a_n [M], Σ y², Σ kdiag) with a = L⁻¹Kuf.
 
-    Whitening each chunk before accumulating keeps Q a Gram matrix of computed vectors, hence
-    positive semi-definite to rounding (ε‖Q‖) however ill-conditioned Kuu is; whitening the
-    accumulated Kuf Kfu afterwards instead would cost only the Gram product but carries an
-    error ε·cond(Kuu)·‖Kuf Kfu‖ that makes I + Q/σ² indefinite on ordinary data (small noise,
-    long lengthscales, N = 10⁴). Forward: one triangular solve and one lower-triangle Gram
-    product of [a; yᵀ] per chunk.
+    With `whiten` (the default) each chunk is whitened before accumulating: Q is then a Gram
+    matrix of computed vectors, hence positive semi-definite to rounding (ε‖Q‖) however
+    ill-conditioned Kuu is. Without, the chunks' Kuf Kfu (and Kuf y) are summed and whitened
+    once in `finish` — half the flops (no triangular solve per chunk), but with an error
+    ε·cond(Kuu)·‖Kuf Kfu‖ that makes I + Q/σ² indefinite on smooth low-noise data (small
+    noise, long lengthscales, N = 10⁴): `unwhitened_is_safe` says when it is not.
+    Forward: (one triangular solve and) one lower-triangle Gram product of [a; yᵀ] per chunk.
 
     Backward: F depends on a_n only through ⟨G, Q⟩/2 + ⟨g_r, r⟩ with G = g_Q + g_Qᵀ, so
     ∂K = L⁻ᵀ(G a + g_r yᵀ) = [L⁻ᵀG, L⁻ᵀg_r][a; yᵀ] — the chunk's a recomputed (one solve) and
-    one product with an M×(M+1) matrix formed once — and ∂L = −L⁻ᵀ Σ ∂a aᵀ =
-    −L⁻ᵀ(G Q + g_r rᵀ) from the sums themselves (lower triangle).
+    one product with an M×(M+1) matrix formed once; unwhitened, [L⁻ᵀGL⁻¹, L⁻ᵀg_r][K; yᵀ]
+    with no solve per chunk — and ∂L = −L⁻ᵀ Σ ∂a aᵀ = −L⁻ᵀ(G Q + g_r rᵀ) from the sums
+    themselves (lower triangle).
     """
 
     def __init__(self, kuf: CrossCovariance, L: Tensor, acc_dtype: torch.dtype,
-                 columns: int = 0) -> None:
+                 columns: int = 0, whiten: bool = True) -> None:
         self.kuf, self.acc_dtype = kuf, acc_dtype
         self.inputs = (*kuf.inputs, L)
         self.M = kuf.num_inducing
         self.columns, self.P = int(columns), target_rows(columns)
+        self.whiten = bool(whiten)
         self.L = L.detach().to(kuf.dtype)
         self._L_acc = L.detach().to(acc_dtype)
 
@@ -117,12 +172,19 @@ class WhitenedStream(Stream):
 
     def add(self, acc: list[Tensor], Xb: Tensor, yb: Tensor, *extra: Tensor) -> None:
         no_extra_columns(extra)
-        _, AY = self._chunk(Xb, yb, whiten=True)
+        _, AY = self._chunk(Xb, yb, whiten=self.whiten)
         add_gram_lower_(acc[0], AY)
         acc[1].add_(self.kuf.kdiag(Xb).sum().to(self.acc_dtype))
 
     def finish(self, acc: list[Tensor]) -> tuple[Tensor, ...]:
         QA, M = symmetric_from_lower(acc[0]), self.M
+        if not self.whiten:  # [L⁻¹ 0; 0 I] [S_KK S_Ky; S_yK S_yy] [L⁻ᵀ 0; 0 I]
+            L = self._L_acc
+            left = torch.linalg.solve_triangular(L, QA[:M], upper=False)  # [M, M + P]
+            Q = torch.linalg.solve_triangular(L, left[:, :M].mT, upper=False)
+            QA[:M, :M] = 0.5 * (Q + Q.mT)
+            QA[:M, M:] = left[:, M:]
+            QA[M:, :M] = left[:, M:].mT
         self._QA = QA  # this shard's sums, for the backward pass (the outputs get reduced)
         return (QA[:M, :M].clone(), target_sums(QA[M:, :M], self.columns),
                 torch.diagonal(QA[M:, M:]).sum(), acc[1])
@@ -132,9 +194,13 @@ class WhitenedStream(Stream):
         self._G, self._gr = gQ + gQ.mT, gr
         # ∂K = L⁻ᵀ(G a + g_r yᵀ) = [L⁻ᵀG, L⁻ᵀg_r][a; yᵀ]: one solve with L here, the chunk's
         # own a per chunk (forming L⁻ᵀGL⁻¹ to multiply Kuf instead squares cond(L) and loses
-        # the gradient's accuracy on ill-conditioned Kuu; measured: 20% errors at cond 1e8)
+        # the gradient's accuracy on ill-conditioned Kuu — measured: 20% errors at cond 1e8 —
+        # hence only where `unwhitened_is_safe`)
         H = torch.linalg.solve_triangular(self._L_acc.mT, torch.cat([self._G, as_matrix(gr)], 1),
                                           upper=True)
+        if not self.whiten:  # L⁻ᵀGL⁻¹ = (L⁻ᵀ(L⁻ᵀG)ᵀ)ᵀ
+            HG = torch.linalg.solve_triangular(self._L_acc.mT, H[:, : self.M].mT, upper=True)
+            H[:, : self.M] = 0.5 * (HG + HG.mT)
         self._H = H.to(self.kuf.dtype)  # [M, M + P]
         self._gyy = grads[2].to(self.kuf.dtype)
         self._gkd = grads[3].to(self.kuf.dtype)
@@ -142,14 +208,15 @@ class WhitenedStream(Stream):
 
     def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]
                    ) -> Tensor | None:
-        K, AY = self._chunk(Xb, yb, whiten=True)
+        K, AY = self._chunk(Xb, yb, whiten=self.whiten)
         gK = self._H @ AY
         self.kuf.grad_chunk(gacc, Xb, K, gK, self._gkd.expand(Xb.shape[0]))
         if not self.want_y:
             return None
-        # ∂y_n = g_rᵀa_n + 2 g_yy y_n
+        # ∂y_n = g_rᵀa_n + 2 g_yy y_n (unwhitened: g_rᵀa_n = (L⁻ᵀg_r)ᵀk_n)
         a, y = AY[: self.M], AY[self.M:]
-        gy = as_matrix(self._gr).to(a.dtype).mT @ a + 2.0 * self._gyy * y
+        gr = (as_matrix(self._gr).to(a.dtype) if self.whiten else self._H[:, self.M:])
+        gy = gr.mT @ a + 2.0 * self._gyy * y
         return (gy.mT if yb.dim() == 2 else gy[0]).to(yb.dtype)
 
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
