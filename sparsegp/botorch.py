@@ -8,8 +8,10 @@ Gaussian likelihood (GPR, SGPR, SVGP) as a `botorch.models.model.Model`:
 * `posterior(X)` for X [batch, q, d] (or [q, d]) is a `GPyTorchPosterior` whose mean and
   covariance over each q-batch are the model's joint predictive of f* (`predict_f(...,
   full_cov=True)`), or of y* with `observation_noise=True` (`predict_y`: the noise variance
-  added); its `rsample` is reparameterised, so Monte-Carlo acquisition values are
-  differentiable with respect to X. The posterior is read from the model's cached one: the
+  added), its covariance a dense linear operator (factorised when sampled, with jitter where
+  it is singular in floating point, as over a large candidate set); its `rsample` is
+  reparameterised, so Monte-Carlo acquisition values are differentiable with respect to X.
+  The posterior is read from the model's cached one: the
   results carry gradients to X, not to the hyperparameters (refit the model, then wrap or
   keep using it, between BO steps).
 * `condition_on_observations(X, Y)` (GPR, SGPR) delegates to sparsegp's
@@ -38,6 +40,7 @@ try:
     from botorch.posteriors.gpytorch import GPyTorchPosterior
     from botorch.posteriors.posterior import Posterior
     from botorch.sampling.base import MCSampler
+    from gpytorch import linear_operator
     from gpytorch.distributions import MultivariateNormal
 except ImportError as err:
     raise ImportError('sparsegp.botorch needs BoTorch; install it with '
@@ -147,7 +150,12 @@ class SparseGPModel(Model):
                 raise ValueError("observation_noise as a tensor must end in the output "
                                  f"dimension (…, q, 1); got shape {tuple(noise.shape)}")
             cov = cov + torch.diag_embed(noise[..., 0].expand(mean.shape))
-        posterior: Posterior = GPyTorchPosterior(MultivariateNormal(mean, cov))
+        # a linear operator, not a tensor: MultivariateNormal factorises a tensor at once and
+        # fails where the joint covariance is singular in floating point (many points, e.g.
+        # a Thompson-sampling candidate set); an operator is factorised when sampled, with
+        # jitter added as needed (as SingleTaskGP's posteriors are)
+        posterior: Posterior = GPyTorchPosterior(MultivariateNormal(
+            mean, linear_operator.operators.DenseLinearOperator(cov)))
         if posterior_transform is not None:
             posterior = posterior_transform(posterior)
         return posterior

@@ -15,6 +15,7 @@ from botorch.acquisition import (
     qKnowledgeGradient,
     qLogExpectedImprovement,
 )
+from botorch.generation.sampling import MaxPosteriorSampling
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.distributions import MultivariateNormal
@@ -364,3 +365,24 @@ def test_a_missing_botorch_is_named_in_the_error():
                          text=True).stdout
     assert 'pip install "sparsegp[botorch]"' in out
 
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_a_posterior_over_a_large_candidate_set_can_be_sampled(build):
+    """Thompson sampling draws joint samples over many candidates, where the predictive
+    covariance is singular in floating point: sampling adds jitter instead of failing."""
+    w = as_botorch(build(*data()))
+    cand = torch.rand(200, D, generator=torch.Generator().manual_seed(16), dtype=DT)
+    post = w.posterior(cand)
+    torch.manual_seed(0)
+    s = post.rsample(torch.Size([3]))
+    assert s.shape == (3, 200, 1) and bool(torch.isfinite(s).all())
+    # the samples follow the predictive: its mean and variance are unchanged
+    mean, var = w.model.predict_f(cand)
+    torch.testing.assert_close(post.mean[:, 0], mean, rtol=0, atol=1e-10)
+    torch.testing.assert_close(post.variance[:, 0], var, rtol=0, atol=1e-10)
+    assert float(((s[..., 0] - mean) / var.sqrt()).abs().max()) < 6.0
+    picked = MaxPosteriorSampling(w, replacement=False)(cand, num_samples=5)
+    assert picked.shape == (5, D)
+    assert all(any(torch.equal(p, c) for c in cand) for p in picked)  # candidates, distinct
+    assert torch.unique(picked, dim=0).shape[0] == 5
