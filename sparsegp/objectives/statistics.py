@@ -125,7 +125,7 @@ def unwhitened_is_safe(L: Tensor, kuf: CrossCovariance, X: Tensor, noise: Tensor
     with torch.no_grad():
         signal = float(kuf.kdiag(X).sum()) / max(1, X.shape[0])  # mean k_nn
     ratio = max(1.0, signal / float(noise.detach()))
-    bound = torch.finfo(kuf.dtype).eps * 2.0 * condition_of_factored(L) * ratio
+    bound = torch.finfo(kuf.dtype).eps * 2.0 * condition_of_factored(L.detach()) * ratio
     return math.isfinite(bound) and bound <= UNWHITENED_ERROR_BOUND
 
 
