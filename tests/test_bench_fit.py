@@ -1,6 +1,8 @@
 """`sparsegp bench fit`: its quick run writes a table, and "within 1%" is the first kept state
 whose scores are within 1% of the reference's."""
 
+import sys
+
 import numpy as np
 
 from sparsegp.benchmarking import fit
@@ -31,3 +33,14 @@ def test_within_one_percent_is_the_first_good_state():
         scored.append(fit.good(*fit.scores(model, case), final))
     assert scored[-1] and not any(scored[:-1])
     assert np.all(np.diff(trace.seconds) >= 0)
+
+
+def test_without_gpflow_its_row_is_left_out_with_the_reason(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "gpflow", None)  # `import gpflow` raises ImportError
+    out = tmp_path / "fit.md"
+    assert fit.main(["--quick", "--models", "SGPR (VFE),GPflow", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "GPflow cannot be imported (ModuleNotFoundError: " in printed
+    assert "its row is left out" in printed
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| friedman1 ")]
+    assert [line.split("|")[3].strip() for line in rows] == ["SGPR (VFE)"]

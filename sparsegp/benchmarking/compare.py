@@ -123,18 +123,29 @@ def _gpytorch(method: str, X, y, size: int):
     return step
 
 
-def _gpflow(method: str, X, y, size: int):
+def gpflow_model(X, y, lengthscales, variance: float, noise_variance: float, inducing=None):
+    """GPflow's GPR, or its SGPR (VFE) on the inducing inputs `inducing` [M, D], with a squared
+    exponential kernel at these values, on X [N, D] and y [N] in float64 (also `sparsegp bench
+    fit`'s GPflow row)."""
     import gpflow
+    import numpy as np
+
+    data = (np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64).reshape(-1, 1))
+    kernel = gpflow.kernels.SquaredExponential(
+        lengthscales=np.asarray(lengthscales, dtype=np.float64), variance=np.float64(variance))
+    if inducing is None:
+        return gpflow.models.GPR(data, kernel=kernel, noise_variance=np.float64(noise_variance))
+    return gpflow.models.SGPR(data, kernel=kernel,
+                              inducing_variable=np.array(inducing, dtype=np.float64),
+                              noise_variance=np.float64(noise_variance))
+
+
+def _gpflow(method: str, X, y, size: int):
     import tensorflow as tf
 
-    Xn, yn = X.cpu().numpy(), y.cpu().numpy()[:, None]  # TensorFlow places them itself
-    kernel = gpflow.kernels.SquaredExponential(lengthscales=[LENGTHSCALE] * X.shape[1],
-                                               variance=VARIANCE)
-    if method == "exact":
-        model = gpflow.models.GPR((Xn, yn), kernel=kernel, noise_variance=NOISE)
-    else:
-        model = gpflow.models.SGPR((Xn, yn), kernel=kernel, inducing_variable=Xn[:size].copy(),
-                                   noise_variance=NOISE)
+    Xn, yn = X.cpu().numpy(), y.cpu().numpy()  # TensorFlow places them itself
+    model = gpflow_model(Xn, yn, [LENGTHSCALE] * X.shape[1], VARIANCE, NOISE,
+                         None if method == "exact" else Xn[:size])
 
     def step() -> float:
         with tf.GradientTape() as tape:

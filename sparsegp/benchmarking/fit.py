@@ -16,7 +16,9 @@ and GPR (on the first 3,000 points); friedman1's targets above their median as l
 points, 5,000 test) for the regression models and the Pima diabetes data (classification,
 a seeded two-thirds split) for SGPC. Where GPyTorch is installed, its SGPR with its
 tutorials' recipe (Adam, lr 0.1, 200 steps; `fit_peers.py`) is scored against the converged
-sparsegp SGPR (VFE) of the same case. `--quick`: small N, every path in seconds.
+sparsegp SGPR (VFE) of the same case; so is GPflow's SGPR with its usual recipe (SciPy's
+L-BFGS-B from sparsegp's starting values) where GPflow imports. `--quick`: small N, every
+path in seconds.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from .fit_peers import GPYTORCH_STEPS, gpytorch_available, gpytorch_sgpr_row
+from .fit_peers import (
+    GPYTORCH_STEPS,
+    PeerFit,
+    gpflow_missing,
+    gpflow_sgpr_fit,
+    gpytorch_available,
+    gpytorch_sgpr_fit,
+)
 from .speed import bench_parser, machine, parse_bench_args, report
 
 #: "within 1%": RMSE (or error rate) ≤ 1.01 × the reference's; NLPD ≤ the reference's
@@ -177,11 +186,20 @@ def good(point: float, nlpd: float, ref: tuple[float, float]) -> bool:
     return point <= (1 + WITHIN) * ref[0] + 1e-12 and nlpd <= ref[1] + WITHIN * abs(ref[1])
 
 
+def first_index(last: int, ok: Callable[[int], bool]) -> int | None:
+    """The first of the states 0..last with `ok` (None when not even the last is): a coarse
+    pass over the states, then a fine one before the first good state it found."""
+    if not ok(last):
+        return None
+    step = max(1, last // 40)
+    coarse = next(i for i in list(range(0, last, step)) + [last] if ok(i))
+    return next(j for j in range(max(0, coarse - step + 1), coarse + 1) if ok(j))
+
+
 def first_good(model: Any, case: Case, trace: Trace, ref: tuple[float, float]
                ) -> tuple[float | None, int | None]:
     """(seconds, iteration) of the first kept state within 1% of the reference (None when
-    not even the last is): a coarse pass over the kept states, then a fine one before the
-    first good state it found (states are scored as needed)."""
+    not even the last is); states are scored as needed."""
     cache: dict[int, bool] = {}
 
     def ok(i: int) -> bool:
@@ -191,13 +209,25 @@ def first_good(model: Any, case: Case, trace: Trace, ref: tuple[float, float]
             cache[i] = good(*scores(model, case), ref)
         return cache[i]
 
-    last = len(trace.states) - 1
-    if not ok(last):
-        return None, None
-    step = max(1, last // 40)
-    coarse = next(i for i in list(range(0, last, step)) + [last] if ok(i))
-    i = next(j for j in range(max(0, coarse - step + 1), coarse + 1) if ok(j))
-    return trace.seconds[i], i
+    i = first_index(len(trace.states) - 1, ok)
+    return (None, None) if i is None else (trace.seconds[i], i)
+
+
+def peer_row(case: Case, peer: PeerFit, ref: tuple[float, float]) -> dict[str, Any]:
+    """The table row of a peer's fit, scored against sparsegp's converged `ref`."""
+    cache: dict[int, bool] = {}
+
+    def ok(i: int) -> bool:
+        if i not in cache:
+            cache[i] = good(*peer.score(i), ref)
+        return cache[i]
+
+    at = first_index(len(peer.seconds) - 1, ok)
+    return {"case": case.name, "N": case.X.shape[0], "model": peer.model,
+            "fit_seconds": peer.fit_seconds, "iterations": peer.iterations,
+            "stopped": peer.stopped[:60], "good_seconds": None if at is None else peer.seconds[at],
+            "good_at": at, "default": peer.score(len(peer.seconds) - 1), "reference": ref,
+            "reference_seconds": float("nan")}
 
 
 def run_case(case: Case, name: str, build: Callable[[Any, Any], Any], reference_maxiter: int
@@ -254,9 +284,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(machine(), flush=True)
     cases = standard_cases(args.quick) + data_cases(args.data_dir, args.quick)
     wanted = None if not args.models else [m.strip() for m in args.models.split(",")]
-    peers = gpytorch_available()
-    if not peers:
+    peers = gpytorch_available() and (wanted is None or "GPyTorch" in wanted)
+    if not gpytorch_available():
         print("GPyTorch is not installed: its row is left out", flush=True)
+    gpflow = wanted is None or "GPflow" in wanted
+    if gpflow and (reason := gpflow_missing()) is not None:
+        print(reason, flush=True)
+        gpflow = False
     rows = []
     for case in cases:
         models = (classification_models if case.labels else regression_models)(args.quick)
@@ -266,10 +300,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = run_case(case, name, build, args.reference_maxiter)
             rows.append(row)
             print(format_rows([row]).splitlines()[-1], flush=True)
-            if name == "SGPR (VFE)" and peers and (wanted is None or "GPyTorch" in wanted):
-                steps = 20 if args.quick else GPYTORCH_STEPS
-                rows.append(gpytorch_sgpr_row(case, row["reference"], regression_M(args.quick),
-                                              steps, good))
+            if name != "SGPR (VFE)":
+                continue
+            for peer in ("GPyTorch", "GPflow"):
+                if peer == "GPyTorch" and peers:
+                    done = gpytorch_sgpr_fit(case, regression_M(args.quick),
+                                             20 if args.quick else GPYTORCH_STEPS)
+                elif peer == "GPflow" and gpflow:  # from the default SGPR's starting values
+                    done = gpflow_sgpr_fit(case, build(case.X, case.y))
+                else:
+                    continue
+                rows.append(peer_row(case, done, row["reference"]))
                 print(format_rows(rows[-1:]).splitlines()[-1], flush=True)
     if not rows:
         p.error("no model matched --models")
