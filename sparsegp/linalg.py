@@ -71,19 +71,19 @@ def jittered_cholesky(
     which starts at `jitter` and, if the factorisation fails, is raised by factors of 10 up
     to `escalations` times (with a `JitterWarning` stating the amount added). The jitter is
     relative to the mean diagonal (docs/math.md §7), so it is invariant to the kernel's scale.
-    Only the lower triangle of A is read. Raises `CholeskyError` naming likely causes when
-    every attempt fails, or saying so when A's lower triangle holds NaN or inf.
+    The factorisation reads the lower triangle of A. Raises `CholeskyError` naming likely
+    causes when every attempt fails, or saying so when A holds NaN or inf anywhere.
     """
     scale = torch.diagonal(A).mean()
-    finite_scale = math.isfinite(float(scale.detach()))
+    # one sum over A (no N×N temporary) is finite unless A holds NaN or inf (or overflows, when
+    # the scan below finds nothing); it is only scanned then, or when a factorisation fails
+    finite = math.isfinite(float(scale.detach())) and math.isfinite(float(A.detach().sum()))
     tries = [jitter] + [max(jitter, MIN_ESCALATION_JITTER) * 10.0**k for k in range(1, escalations + 1)]
     for i, j in enumerate(tries):
         Aj = add_to_diagonal(A, j * scale) if j > 0 else A
         L, info = torch.linalg.cholesky_ex(Aj)
-        # A NaN or inf in the lower triangle (the part read) fails the factorisation, or is an
-        # infinite diagonal entry (an infinite mean): A is scanned for them only then
         ok = int(info) == 0
-        if (not ok or not finite_scale) and not bool(torch.isfinite(A.tril()).all()):
+        if (not ok or not finite) and not bool(torch.isfinite(A).all()):
             raise CholeskyError(
                 f"{name} contains NaN or inf: the inputs or the hyperparameters are not finite "
                 "(a lengthscale or variance overflowed, or the data hold NaN/inf)"
