@@ -37,13 +37,14 @@ from ..validation import as_inputs, as_targets, check_bool, check_columns, check
 from .base import Model
 from .fitting import FitOptions
 from .sgpr import SGPR
+from .streamed import Streamed
 from .streaming_inducing import new_feature
 from .streaming_svgp import StreamingSVGP  # noqa: F401  (registers it for SVGP.update, load)
 
 STREAMING_APPROXIMATIONS = ("vfe", "fitc", "pep")
 
 
-class StreamingSGPR(SGPR):
+class StreamingSGPR(Streamed, SGPR):
     """An SGPR fitted to a new batch of data and a summary of the data before it (made by
     `update`; Bui, Nguyen & Turner 2017). `log_marginal_likelihood()` is the streaming
     objective (for "vfe" a lower bound on the approximate log p(y_new | y_old): the new
@@ -91,15 +92,7 @@ class StreamingSGPR(SGPR):
         registry (`models.classes.MODELS`), so that sgpr.py need not import this module."""
         return update(model, X_new, y_new, inducing_points, fit, **fit_options)
 
-    @property
-    def num_data_seen(self) -> int:
-        """The rows of data of every batch this model has been updated with, this one too."""
-        return int(self._config["streaming"]["seen"])
 
-    @property
-    def num_updates(self) -> int:
-        """How many updates led to this model (1 for the first update of an SGPR)."""
-        return int(self._config["streaming"]["updates"])
 
     def old_summary(self) -> Summary:
         """The summary of the data before this batch (internal units)."""
@@ -122,19 +115,8 @@ class StreamingSGPR(SGPR):
         # from one batch, and diagnostics of one batch, would ignore the summary
         return Model._fit_lbfgsb(self, dataclasses.replace(options, diagnose=False))
 
-    def upper_bound(self) -> float:
-        raise TypeError("upper_bound() bounds the evidence of one batch of data; a "
-                        "StreamingSGPR's objective also holds the summary of the data before it, "
-                        "which this bound does not cover")
 
-    def diagnostics(self, **kwargs: Any) -> Any:
-        raise TypeError("diagnostics() look at one batch of data; a StreamingSGPR's posterior "
-                        "also holds the summary of the data before it (fit an SGPR to all the "
-                        "data to diagnose the approximation)")
 
-    def diagnostic_view(self) -> Any:
-        raise TypeError("a StreamingSGPR has no diagnostic view: its posterior also holds the "
-                        "summary of the data before its batch")
 
 
 def update(model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None, fit: bool = True,

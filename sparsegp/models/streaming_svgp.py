@@ -24,11 +24,12 @@ from ..objectives.online_svgp import OldPosterior, old_posterior, streaming_elbo
 from ..parameters import Parameterised
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import check_bool, check_same_rows
+from .streamed import Streamed
 from .streaming_inducing import new_feature
 from .svgp import SVGP
 
 
-class StreamingSVGP(SVGP):
+class StreamingSVGP(Streamed, SVGP):
     """An SVGP fitted to a new batch of data and the posterior of the data before it (made by
     `SVGP.update`). Its objective (`elbo`, `log_marginal_likelihood`) is the streaming bound
     of `objectives.online_svgp`; `X` and `y` are the new batch only, `num_data` its rows,
@@ -73,15 +74,7 @@ class StreamingSVGP(SVGP):
         registry, so that svgp.py need not import this module."""
         return update(model, X_new, y_new, inducing_points, fit, **fit_options)
 
-    @property
-    def num_data_seen(self) -> int:
-        """The rows of every batch this model has been updated with, this one too."""
-        return int(self._config["streaming"]["seen"])
 
-    @property
-    def num_updates(self) -> int:
-        """How many updates led to this model (1 for the first update of an SVGP)."""
-        return int(self._config["streaming"]["updates"])
 
     def old_posterior(self) -> OldPosterior:
         """The posterior of the data before this batch (internal units)."""
@@ -101,14 +94,7 @@ class StreamingSVGP(SVGP):
     def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
         return super()._why_minibatch(batch_size, data) or "the old data's term in the bound"
 
-    def upper_bound(self) -> float:
-        raise TypeError("upper_bound() bounds the evidence of one batch of data; a "
-                        "StreamingSVGP's objective also holds the posterior of the data before it")
 
-    def diagnostics(self, **kwargs: Any) -> Any:
-        raise TypeError("diagnostics() look at one batch of data; a StreamingSVGP's posterior "
-                        "also holds the data before it (fit an SVGP to all the data to diagnose "
-                        "the approximation)")
 
 
 def update(model: SVGP, X_new: Any, y_new: Any, inducing_points: Any = None, fit: bool = True,
