@@ -1,4 +1,4 @@
-"""The uncollapsed streaming variational bound (Bui, Nguyen & Turner 2017; docs/math.md §10.3)
+"""The uncollapsed streaming variational bound (Bui, Nguyen & Turner 2017; docs/math.md §10.1)
 for any likelihood: a new batch of data and the old posterior over old inducing inputs a.
 
 The old data enter only through the old approximate posterior q_old(a) and the old prior
