@@ -42,8 +42,30 @@ def se_cross_gradients(Zs: Tensor, ell: Tensor, var: Tensor, Hx: Tensor, r: Tens
     return gZ, g_ell.sum() if ell_dim == 0 else g_ell, r.sum() / var
 
 
+class CentredPointsCrossCovariance(CrossCovariance):
+    """What the streamed Kuf of inducing points under a radial kernel of the augmented product
+    share: z̃ = (z − c)/ℓ with c the inducing inputs' mean, the rows [z̃, s − ½‖z̃‖², 1]
+    (`se_augmented`, s the log-scale a subclass folds into the product) and x̃ of a chunk."""
+
+    def _centre(self, Z: Tensor, ell: Tensor, var: Tensor, dtype: torch.dtype | None,
+                log_scale: bool) -> None:
+        self.dtype = dtype or Z.dtype
+        self.num_inducing, D = Z.shape
+        self.width = self.num_inducing
+        with torch.no_grad():
+            self.c = Z.mean(0).to(self.dtype)
+            self.ell = ell.to(self.dtype).expand(D)
+            self.var = var.to(self.dtype)
+            self.Zs = (Z.to(self.dtype) - self.c) / self.ell
+            s = torch.log(self.var) if log_scale else torch.zeros_like(self.var)
+            self.ZA = se_augmented(self.Zs, s)  # [M, D + 2]
+
+    def _scaled(self, Xb: Tensor) -> Tensor:
+        return (self._cast(Xb) - self.c) / self.ell
+
+
 @register("streamed", InducingPoints, SquaredExponential)
-class SquaredExponentialCrossCovariance(CrossCovariance):
+class SquaredExponentialCrossCovariance(CentredPointsCrossCovariance):
     """Kuf = σ² exp(−½‖(z − x)/ℓ‖²) by one augmented matrix product and one exp pass.
 
     With z̃ = (z − c)/ℓ, x̃ = (x − c)/ℓ (c a fixed centre), the exponent is
@@ -58,18 +80,7 @@ class SquaredExponentialCrossCovariance(CrossCovariance):
                  dtype: torch.dtype | None = None) -> None:
         Z, ell, var = feature.Z, kernel.value("lengthscale"), kernel.value("variance")
         self.inputs = (Z, ell, var)
-        self.dtype = dtype or Z.dtype
-        self.num_inducing, D = Z.shape
-        self.width = self.num_inducing
-        with torch.no_grad():
-            self.c = Z.mean(0).to(self.dtype)
-            self.ell = ell.to(self.dtype).expand(D)
-            self.var = var.to(self.dtype)
-            self.Zs = (Z.to(self.dtype) - self.c) / self.ell
-            self.ZA = se_augmented(self.Zs, torch.log(self.var))  # [M, D + 2]
-
-    def _scaled(self, Xb: Tensor) -> Tensor:
-        return (self._cast(Xb) - self.c) / self.ell
+        self._centre(Z, ell, var, dtype, log_scale=True)
 
     def value(self, Xb: Tensor, out: Tensor | None = None) -> Tensor:
         XA = se_augmented(self._scaled(Xb))  # [B, D + 2]

@@ -8,13 +8,12 @@ from torch import Tensor
 from ..features.inducing_points import InducingPoints
 from ..kernels.rational_quadratic import RationalQuadratic
 from ..kernels.stationary import se_augmented
-from .inducing_points import _Points, se_cross_gradients
+from .inducing_points import CentredPointsCrossCovariance, _Points, se_cross_gradients
 from .registry import register
-from .streamed import CrossCovariance
 
 
 @register("streamed", InducingPoints, RationalQuadratic)
-class RationalQuadraticCrossCovariance(CrossCovariance):
+class RationalQuadraticCrossCovariance(CentredPointsCrossCovariance):
     """Kuf = σ² (1 + u)^(−α), u = ‖(z − x)/ℓ‖²/(2α), by one augmented matrix product (the
     squared exponential's: [z̃, −½‖z̃‖², 1] · [x̃, 1, −½‖x̃‖²]ᵀ = −½‖z̃ − x̃‖², z̃, x̃ centred
     and scaled) and three elementwise passes (clamp, log1p, exp).
@@ -29,20 +28,8 @@ class RationalQuadraticCrossCovariance(CrossCovariance):
         Z, ell = feature.Z, kernel.value("lengthscale")
         var, alpha = kernel.value("variance"), kernel.value("alpha")
         self.inputs = (Z, ell, var, alpha)
-        self.dtype = dtype or Z.dtype
-        self.num_inducing, D = Z.shape
-        self.width = self.num_inducing
-        with torch.no_grad():
-            self.c = Z.mean(0).to(self.dtype)
-            self.ell = ell.to(self.dtype).expand(D)
-            self.var = var.to(self.dtype)
-            self.alpha = float(alpha)
-            self.Zs = (Z.to(self.dtype) - self.c) / self.ell
-            self.ZA = se_augmented(self.Zs, torch.zeros((), dtype=self.dtype,
-                                                        device=self.Zs.device))  # [M, D + 2]
-
-    def _scaled(self, Xb: Tensor) -> Tensor:
-        return (self._cast(Xb) - self.c) / self.ell
+        self._centre(Z, ell, var, dtype, log_scale=False)
+        self.alpha = float(alpha.detach())
 
     def _u(self, Xs: Tensor, out: Tensor | None = None) -> Tensor:
         """u = ‖z̃ − x̃‖²/(2α) ≥ 0 [M, B]."""

@@ -3,7 +3,14 @@ seen, and the refusal of the checks that speak of one batch of data only."""
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+from ..parameters import Parameterised
+from ..validation import check_bool
 
 
 class Streamed:
@@ -36,3 +43,40 @@ class Streamed:
 
     def diagnostic_view(self) -> Any:
         raise TypeError(f"a {type(self).__name__} has no diagnostic view: " + self._before())
+
+
+def check_fit_arguments(fit: Any, fit_options: dict[str, Any]) -> None:
+    """`update`'s `fit` and its fit options: options only with fit=True."""
+    check_bool(fit, "fit")
+    if fit_options and not fit:
+        raise TypeError(f"fit options ({', '.join(sorted(fit_options))}) need fit=True")
+
+
+S = TypeVar("S")
+
+
+def assemble(cls: type[S], model: Any, X: Tensor, y: Tensor, parts: dict[str, Any],
+             streaming: dict[str, Any]) -> S:
+    """A `cls` (a streamed model) with `model`'s configuration, kernel, mean, units and own
+    priors, the new batch (X, y) in those units, `parts` (its feature, ...) and
+    `_config["streaming"]` = `streaming` plus the rows seen and the updates made, counting
+    this one. The caller copies what is its own (the summary of the old data, q(u), ...)."""
+    config = copy.deepcopy(model.config())
+    seen = model.num_data_seen if isinstance(model, Streamed) else model.num_data
+    updates = model.num_updates if isinstance(model, Streamed) else 0
+    config.update(num_data=X.shape[0], streaming={
+        **streaming, "seen": seen + X.shape[0], "updates": updates + 1})
+    new: Any = cls.__new__(cls)
+    Parameterised.__init__(new)
+    new._build(config, {"kernel": copy.deepcopy(model.kernel),
+                        "mean": copy.deepcopy(model.mean), **parts})
+    new.to(model.device)
+    with torch.no_grad():
+        for name in ("x_shift", "x_scale", "y_shift", "y_scale"):
+            getattr(new, name).copy_(getattr(model, name))
+    for name, prior in model.named_priors():
+        if "." not in name:  # the model's own (the kernel's came with it)
+            new.set_prior(name, prior)
+    new.X, new.y = X, y
+    new.metadata = copy.deepcopy(model.metadata)
+    return new

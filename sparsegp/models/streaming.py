@@ -13,7 +13,6 @@ whatever the new batch's moments: the summary is in those internal units.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any, cast
 
@@ -29,15 +28,14 @@ from ..objectives.online import (
     streaming_posterior_q,
     summarise,
 )
-from ..parameters import Parameterised
 from ..posteriors import Posterior, SparsePosterior
 from ..runtime.config import PARAMETER_DTYPE
 from ..training import FitResult
-from ..validation import as_inputs, as_targets, check_bool, check_columns, check_same_rows
+from ..validation import as_inputs, as_targets, check_columns, check_same_rows
 from .base import Model
 from .fitting import FitOptions
 from .sgpr import SGPR
-from .streamed import Streamed
+from .streamed import Streamed, assemble, check_fit_arguments
 from .streaming_inducing import new_feature
 from .streaming_svgp import StreamingSVGP  # noqa: F401  (registers it for SVGP.update, load)
 
@@ -143,9 +141,7 @@ def update(model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     new model sees f(Z_a), the old one f(Z_a) plus the jitter).
     """
     post = _checked_posterior(model)
-    check_bool(fit, "fit")
-    if fit_options and not fit:
-        raise TypeError(f"fit options ({', '.join(sorted(fit_options))}) need fit=True")
+    check_fit_arguments(fit, fit_options)
     X, y = _new_batch(model, X_new, y_new)
     Z_old = cast(InducingPoints, post.feature).locations()  # checked: inducing points
     summary = summarise(Z_old, post.L, post.q.root, post.q.mean)
@@ -201,21 +197,9 @@ def _new_batch(model: SGPR, X_new: Any, y_new: Any) -> tuple[Tensor, Tensor]:
 def _assemble(model: SGPR, X: Tensor, y: Tensor, feature: InducingPoints,
               summary: Summary) -> StreamingSGPR:
     """The StreamingSGPR at the old model's hyperparameters and units."""
-    config = copy.deepcopy(model.config())
-    seen = model.num_data_seen if isinstance(model, StreamingSGPR) else model.num_data
-    updates = model.num_updates if isinstance(model, StreamingSGPR) else 0
-    config.update(num_data=X.shape[0], streaming={
-        "old_inducing": summary.T.shape[0], "rank": summary.T.shape[1],
-        "seen": seen + X.shape[0], "updates": updates + 1})
-    parts = {"kernel": copy.deepcopy(model.kernel), "mean": copy.deepcopy(model.mean),
-             "feature": feature}
-    new = StreamingSGPR.__new__(StreamingSGPR)
-    Parameterised.__init__(new)
-    new._build(config, parts)
-    new.to(model.device)
+    new = assemble(StreamingSGPR, model, X, y, {"feature": feature},
+                   {"old_inducing": summary.T.shape[0], "rank": summary.T.shape[1]})
     with torch.no_grad():
-        for name in ("x_shift", "x_scale", "y_shift", "y_scale"):
-            getattr(new, name).copy_(getattr(model, name))
         noise = new._raw("noise_variance")
         noise.copy_(model._raw("noise_variance"))
         noise.requires_grad_(model._raw("noise_variance").requires_grad)
@@ -223,9 +207,4 @@ def _assemble(model: SGPR, X: Tensor, y: Tensor, feature: InducingPoints,
         new.summary_T.copy_(summary.T)
         new.summary_h.copy_(summary.h)
         new.summary_offset.copy_(summary.offset)
-    for name, prior in model.named_priors():
-        if "." not in name:  # the model's own (the kernel's came with it)
-            new.set_prior(name, prior)
-    new.X, new.y = X, y
-    new.metadata = copy.deepcopy(model.metadata)
     return new

@@ -21,10 +21,9 @@ from torch import Tensor
 from .. import conditionals, distributed
 from ..features.inducing_points import InducingPoints
 from ..objectives.online_svgp import OldPosterior, old_posterior, streaming_elbo
-from ..parameters import Parameterised
 from ..runtime.config import PARAMETER_DTYPE
-from ..validation import check_bool, check_same_rows
-from .streamed import Streamed
+from ..validation import check_same_rows
+from .streamed import Streamed, assemble, check_fit_arguments
 from .streaming_inducing import new_feature
 from .svgp import SVGP
 
@@ -118,9 +117,7 @@ def update(model: SVGP, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     log-likelihood at q_old, so the result is close to, not equal to, the batch posterior.
     """
     _check_model(model)
-    check_bool(fit, "fit")
-    if fit_options and not fit:
-        raise TypeError(f"fit options ({', '.join(sorted(fit_options))}) need fit=True")
+    check_fit_arguments(fit, fit_options)
     check_same_rows(X_new, y_new)
     X = model._internal_inputs(X_new, "X_new")
     y = model._internal_targets(y_new, "y_new", X.shape[0])
@@ -155,20 +152,10 @@ def _assemble(model: SVGP, X: Tensor, y: Tensor, feature: InducingPoints,
               old: OldPosterior) -> StreamingSVGP:
     """The StreamingSVGP at the old model's hyperparameters and units; q(b) is the old q when
     b = a (same inputs), else the prior."""
-    config = copy.deepcopy(model.config())
-    seen = model.num_data_seen if isinstance(model, StreamingSVGP) else model.num_data
-    updates = model.num_updates if isinstance(model, StreamingSVGP) else 0
-    config.update(num_data=X.shape[0], streaming={
-        "old_inducing": old.Z.shape[0], "seen": seen + X.shape[0], "updates": updates + 1})
-    parts = {"kernel": copy.deepcopy(model.kernel), "mean": copy.deepcopy(model.mean),
-             "likelihood": copy.deepcopy(model.likelihood), "feature": feature}
-    new = StreamingSVGP.__new__(StreamingSVGP)
-    Parameterised.__init__(new)
-    new._build(config, parts)
-    new.to(model.device)
+    new = assemble(StreamingSVGP, model, X, y,
+                   {"likelihood": copy.deepcopy(model.likelihood), "feature": feature},
+                   {"old_inducing": old.Z.shape[0]})
     with torch.no_grad():
-        for name in ("x_shift", "x_scale", "y_shift", "y_scale"):
-            getattr(new, name).copy_(getattr(model, name))
         for name, value in zip(("old_Z", "old_L", "old_mean", "old_root"), old, strict=True):
             getattr(new, name).copy_(value)
         same = feature.Z.shape == old.Z.shape and bool((feature.Z == old.Z.to(feature.Z)).all())
@@ -179,9 +166,4 @@ def _assemble(model: SVGP, X: Tensor, y: Tensor, feature: InducingPoints,
             new.q_sqrt.copy_(new._cholesky_kuu().expand_as(new.q_sqrt))
     new.q_mu.requires_grad_(model.q_mu.requires_grad)
     new.q_sqrt.requires_grad_(model.q_sqrt.requires_grad)
-    for name, prior in model.named_priors():
-        if "." not in name:
-            new.set_prior(name, prior)
-    new.X, new.y = X, y
-    new.metadata = copy.deepcopy(model.metadata)
     return new
