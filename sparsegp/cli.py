@@ -385,8 +385,13 @@ def _ignore_further_interrupts() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
+    from .training.interrupts import interrupts_end_run
+
     try:
-        return args.run(args)
+        # an interrupted fit ends the commands that run many (bench, experiment, demo);
+        # `fit` returns it, to save it with --save-interrupted
+        with interrupts_end_run(args.command != "fit"):
+            return args.run(args)
     except KeyboardInterrupt:
         print(f"sparsegp {args.command}: interrupted", file=sys.stderr)
         return 130

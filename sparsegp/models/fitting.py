@@ -26,7 +26,7 @@ from ..distributed import is_distributed
 from ..linalg import CholeskyError
 from ..training import FitResult, Snapshot
 from ..training.guard import FitGuard, accepted
-from ..training.interrupts import termination_as_interrupt
+from ..training.interrupts import end_run_if_asked, termination_as_interrupt
 from ..training.options import warn_unused
 from ..validation import check_bool
 
@@ -129,6 +129,7 @@ class Fitting:
         warn_unused(ignored, plan.others, plan.name)
         # SIGTERM stops training as Ctrl-C does; an interrupt that escapes the plan (its
         # setup, its checks after training) or the limit check leaves the last accepted state
+        # (inside `interrupts_end_run()` an interrupted fit then raises KeyboardInterrupt)
         with termination_as_interrupt(), FitGuard(self, stacklevel=2) as guard:
             result = plan.run(options)
             if options.diagnose is not False:
@@ -138,8 +139,10 @@ class Fitting:
                                         int(getattr(self, "num_data", 0)), *budget)
                 if message is not None:
                     warnings.warn(message, ConvergenceWarning, stacklevel=2)
-            return result
-        return guard.interrupted_result()
+        if guard.result is not None:
+            result = guard.interrupted_result()
+        end_run_if_asked(result.interrupted)
+        return result
 
 
 #: The default stopping rule of the L-BFGS-B fits: stop once the last `STALL_WINDOW` (10)

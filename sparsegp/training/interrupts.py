@@ -15,6 +15,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -88,3 +89,26 @@ def termination_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_ENDS_RUN: ContextVar[bool] = ContextVar("sparsegp_interrupt_ends_run", default=False)
+
+
+@contextmanager
+def interrupts_end_run(on: bool = True) -> Iterator[None]:
+    """Inside (with `on`): a fit stopped by Ctrl-C or SIGTERM still puts its model back at the
+    last accepted state, and then raises KeyboardInterrupt instead of returning — for programs
+    that run fit after fit (`sparsegp bench`, `sparsegp experiment`), where stopping one fit
+    means stopping the program, not going on to the next. Outside, or with `on=False`, a fit
+    returns its interrupted result (what `sparsegp fit --save-interrupted` saves)."""
+    token = _ENDS_RUN.set(bool(on))
+    try:
+        yield
+    finally:
+        _ENDS_RUN.reset(token)
+
+
+def end_run_if_asked(interrupted: bool) -> None:
+    """Raise KeyboardInterrupt for an interrupted fit inside `interrupts_end_run()`."""
+    if interrupted and _ENDS_RUN.get():
+        raise KeyboardInterrupt

@@ -291,3 +291,59 @@ def test_a_guard_of_another_model_answers_for_its_own_model_only():
         assert inner.interrupted_result().interrupted and outer.result is None
     for name, value in fitted.items():
         torch.testing.assert_close(values(first)[name], value, rtol=0, atol=0, msg=name)
+
+
+def _stop_at_second(how: str) -> Callable[[int, float], None]:
+    """A callback that stops the fit at its second iteration by Ctrl-C or SIGTERM."""
+    def stop(i, objective):
+        if i == 2:
+            if how == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+                _signal_checkpoint()
+            raise KeyboardInterrupt
+    return stop
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_inside_interrupts_end_run_an_interrupted_fit_raises_with_the_model_kept(how):
+    from sparsegp.training.interrupts import interrupts_end_run
+
+    X, y = make_problem(7, N=30)
+    kept, ended = sg.SGPR(X, y, inducing_points=5), sg.SGPR(X, y, inducing_points=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        returned = kept.fit(callback=_stop_at_second(how), progress=False)
+        with interrupts_end_run(), pytest.raises(KeyboardInterrupt):
+            ended.fit(callback=_stop_at_second(how), progress=False)
+        with interrupts_end_run(False):  # off: returns as outside
+            assert sg.SGPR(X, y, inducing_points=5).fit(
+                callback=_stop_at_second(how), progress=False).interrupted
+    assert returned.interrupted
+    for name, value in values(kept).items():  # the same last accepted state either way
+        torch.testing.assert_close(values(ended)[name], value, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("command, fits", [("bench", 1), ("experiment", 1), ("fit", 2)])
+def test_an_interrupted_fit_ends_bench_and_experiment_but_not_fit(command, fits, monkeypatch):
+    """`sparsegp bench`/`experiment` run fit after fit: SIGTERM (or Ctrl-C) in one ends the
+    program with status 130; `sparsegp fit` gets the interrupted result back (to save it)."""
+    from sparsegp import cli
+
+    X, y = make_problem(7, N=30)
+    started = []
+
+    def run(args):
+        for _ in range(2):
+            started.append(1)
+            sg.SGPR(X, y, inducing_points=5).fit(callback=_stop_at_second("sigterm"),
+                                                 progress=False)
+        return 0
+
+    monkeypatch.setattr(cli, {"bench": "_bench", "experiment": "_experiment",
+                              "fit": "_fit"}[command], run)
+    argv = {"bench": ["bench", "speed"], "experiment": ["experiment", "streaming"],
+            "fit": ["fit", "data.csv", "--target", "y"]}[command]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        status = cli.main(argv)
+    assert (status, len(started)) == ((130 if fits == 1 else 0), fits)

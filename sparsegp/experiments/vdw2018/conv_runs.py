@@ -31,6 +31,7 @@ from torch import Tensor
 from ...models import load
 from ...runtime.files import write_atomically
 from ...training import fit_lbfgsb
+from ...training.interrupts import interrupts_end_run
 from ..shared.progress import clock
 
 Log = Callable[[str], None]
@@ -245,7 +246,8 @@ def _train(spec: Spec, model: Any, data: Images, record: dict[str, Any], jpath: 
     if first < total:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the interrupt is re-raised below
-            result = _fit(spec, model, data, first, total, after_segment, progress)
+            with interrupts_end_run(False):  # back here first: the checkpoint below
+                result = _fit(spec, model, data, first, total, after_segment, progress)
         if result.interrupted:
             record["segments"] = state["done"]
             checkpoint()
