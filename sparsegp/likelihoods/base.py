@@ -95,6 +95,11 @@ class Likelihood(Registered, Parameterised, ABC):
         """Validate targets [N] and return them in the form `log_prob` expects."""
         return y
 
+    def check_training_targets(self, y: Tensor) -> Tensor:
+        """`check_targets` for the targets a model is fitted to, plus what fitting needs of
+        them (a classifier: both classes)."""
+        return self.check_targets(y)
+
     @abstractmethod
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         """log p(y | f), elementwise. Shapes: f [..., N] (or [..., N, C]), y [N] -> [..., N]."""

@@ -62,11 +62,13 @@ class Bernoulli(Likelihood):
         raise ValueError(f"Bernoulli labels must be binary, {{0, 1}} or {{-1, +1}}; got "
                          f"{len(values)} distinct values, offending: {shown}")
 
-    def require_both_classes(self, y: Tensor) -> None:
-        """Training labels (as `check_targets` returns them) must hold both classes."""
+    def check_training_targets(self, y: Tensor) -> Tensor:
+        """`check_targets`, and the labels must hold both classes."""
+        y = self.check_targets(y)
         if torch.unique(y).numel() < 2:
             raise ValueError(f"y holds only one class (every label is {float(y[0]):g} after "
                              "mapping to {0, 1}): a classifier needs examples of both classes")
+        return y
 
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         """log Φ(s f) or log σ(s f) = −softplus(−s f), s = 2y − 1."""

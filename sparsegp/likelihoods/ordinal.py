@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -166,6 +167,21 @@ class Ordinal(Likelihood):
             raise ValueError(f"Ordinal labels must be integers in 0..{self.num_classes - 1} "
                              f"(num_classes = {self.num_classes}); got {bad.numel()} offending "
                              f"values, e.g. {values[:10]}")
+        return y
+
+    def check_training_targets(self, y: Tensor) -> Tensor:
+        """`check_targets`, and a warning when some class has no label: nothing in the data
+        then holds its cut points apart, and fitting them narrows the class's interval
+        towards the floor (a predicted probability near 0 for that class)."""
+        y = self.check_targets(y)
+        absent = sorted(set(range(self.num_classes)) - set(torch.unique(y).long().tolist()))
+        if absent:
+            warnings.warn(f"Ordinal with num_classes = {self.num_classes}: no training label is "
+                          f"in class{'es' if len(absent) > 1 else ''} {absent}, so the data do "
+                          f"not place the cut points around {'them' if len(absent) > 1 else 'it'}"
+                          "; a fit shrinks such a class's interval and predicts it with "
+                          "probability near 0. Give fewer classes, or set the cut points and "
+                          "freeze them (`freeze`)", UserWarning, stacklevel=4)
         return y
 
     # -- densities ----------------------------------------------------------------------------

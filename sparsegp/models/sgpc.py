@@ -118,9 +118,7 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
             raise ValueError(f"y must be a vector of {n} labels (one per row of X); got shape "
                              f"{tuple(t.shape)}")
         check_finite(t, "y")
-        labels = parts["likelihood"].check_targets(t.to(PARAMETER_DTYPE))
-        if isinstance(parts["likelihood"], Bernoulli):
-            parts["likelihood"].require_both_classes(labels)
+        labels = parts["likelihood"].check_training_targets(t.to(PARAMETER_DTYPE))
         return labels, {}, {"classes": binary_classes(y, t)}
 
     def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:

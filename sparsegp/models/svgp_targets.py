@@ -169,9 +169,8 @@ class SVGPData(_MixinBase):
         if isinstance(likelihood, Gaussian) and likelihood.value("variance").numel() > 1:
             raise ValueError(f"the Gaussian likelihood has {likelihood.value('variance').numel()} "
                              "variances (one per output) but y has one output: give one number")
-        labels = likelihood.check_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
+        labels = likelihood.check_training_targets(check_finite(t, "y").to(PARAMETER_DTYPE))
         if isinstance(likelihood, Bernoulli):
-            parts["likelihood"].require_both_classes(labels)
             return labels, {}, {"classes": binary_classes(y, t)}
         return labels, {}, {}
 
