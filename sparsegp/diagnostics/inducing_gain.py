@@ -81,6 +81,10 @@ def _view(model: Any) -> RegressionView:
     if view.problem is None:
         raise TypeError("inducing-variable gains need a sparse model (SGPR); got "
                         f"{type(model).__name__}")
+    if view.summary is not None:
+        raise TypeError(f"inducing-variable gains of a {type(model).__name__} are not "
+                        "computed: they are written for one batch of data, and its objective "
+                        "also holds the summary of the data before the batch")
     return view
 
 

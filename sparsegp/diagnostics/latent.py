@@ -24,7 +24,10 @@ from .report import Checked
 class LatentView(NamedTuple):
     """What a non-Gaussian sparse model hands to `diagnose_latent`: its name and
     approximation, the objective and what it is, the inducing feature, kernel and inputs X
-    [N, D] (internal units), and why this approximation would merge inducing variables."""
+    [N, D] (internal units), and why this approximation would merge inducing variables.
+    A streamed model's X also holds the old inducing inputs (where its old data are
+    represented): `num_data` then counts the new batch, and `no_upper_bound` says why the
+    report has no upper bound (default: the likelihood)."""
 
     name: str
     approximation: str
@@ -34,6 +37,8 @@ class LatentView(NamedTuple):
     kernel: Kernel
     X: Tensor
     merge_cause: str
+    num_data: int | None = None
+    no_upper_bound: str = "for this likelihood"
 
 
 @dataclass
@@ -52,6 +57,7 @@ class LatentDiagnostics(Checked):
     merged_pairs: list[tuple[int, int]] = field(default_factory=list)
     far_inducing: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    no_upper_bound: str = "for this likelihood"
 
     def __str__(self) -> str:
         rows = [(f"objective ({self.objective_name})", f"{self.objective:.4f}"),
@@ -62,7 +68,7 @@ class LatentDiagnostics(Checked):
         lines = [f"Diagnostics of {self.model} ({self.approximation}, M = {self.num_inducing}) "
                  f"on N = {self.num_data} points"]
         lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
-        lines.append("  (no upper bound on log p(y) for this likelihood: no sandwich)")
+        lines.append(f"  (no upper bound on log p(y) {self.no_upper_bound}: no sandwich)")
         lines += ["warnings:", *[f"  - {w}" for w in self.warnings]] if self.warnings else [
             "no warnings"]
         return "\n".join(lines)
@@ -91,5 +97,7 @@ def diagnose_latent(view: LatentView, *, merge_fraction: float = 0.05,
             warnings += [prefix + w for w in placement_warnings(
                 place, M, merge_fraction, far_lengthscales, view.merge_cause)]
             offset += M
-    return LatentDiagnostics(view.name, view.approximation, view.X.shape[0], view.objective,
-                             view.objective_name, offset, effective, merged, far, warnings)
+    num_data = view.X.shape[0] if view.num_data is None else view.num_data
+    return LatentDiagnostics(view.name, view.approximation, num_data, view.objective,
+                             view.objective_name, offset, effective, merged, far, warnings,
+                             view.no_upper_bound)

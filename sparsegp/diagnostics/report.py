@@ -45,6 +45,7 @@ from .bounds import QUADRATIC_MAX_DATA, quadratic_upper_bound
 from .convergence import material_nats
 from .noise import noise_warning, supported_noise
 from .placement import inducing_placement, placement_warnings
+from .streamed import streamed_numbers
 from .view import RegressionView, view_of
 
 
@@ -100,7 +101,10 @@ class Diagnostics(Checked):
     maximises the exact evidence at the fitted kernel (`diagnostics.noise`; None when it was
     not computed: several noise variances, or `exact_max_data=0`). `effective_num_inducing`
     counts groups of merged inducing variables (None for GPR); `merged_pairs` and
-    `far_inducing` index them.
+    `far_inducing` index them. For a streamed model (`StreamingSGPR`, a Gaussian
+    `StreamingSVGP`) the evidence is that of the new batch given the summary of the data
+    before it, N counts the new batch, and `notes` lists what was not computed and why
+    (`diagnostics.streamed`).
     Shapes: floats and ints; `merged_pairs` a list of index pairs, `far_inducing` a list of
     indices into the M inducing variables, `warnings` a list of strings; `str(rep)` is a table.
 
@@ -137,6 +141,7 @@ class Diagnostics(Checked):
     warnings: list[str] = field(default_factory=list)
     supported_noise: float | None = None
     quadratic_upper_bound: float | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def best_upper_bound(self) -> float:
@@ -178,6 +183,9 @@ class Diagnostics(Checked):
         width = max(len(r[0]) for r in rows)
         lines = [f"Diagnostics of {self.model} on N = {N} points"]
         lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+        if self.notes:
+            lines.append("notes:")
+            lines += [f"  - {n}" for n in self.notes]
         if self.warnings:
             lines.append("warnings:")
             lines += [f"  - {w}" for w in self.warnings]
@@ -265,7 +273,12 @@ def diagnose(
             local, noise_mean = noise_mean, global_sum(float(noise.sum()), noise) / view.num_data
             view = replace(view, noise_variance=view.noise_variance * noise_mean / local)
         noise_ratio = noise_mean / y_var if y_var > 0 else float("inf")
-        if p is not None:
+        streamed = None
+        if view.summary is not None:  # a streamed model: the new batch and the summary
+            streamed = streamed_numbers(view, extra_inducing, exact_max_data)
+            objective, lower, upper, tight, tight_feature, exact, support = streamed[:7]
+            tight_m = tight_feature.num_inducing
+        elif p is not None:
             # one pass over the data gives both bounds at the model's inducing variables
             vp = p._replace(fam=VFE, blocks=None)
             L, _, vfe = factor_and_statistics(vp)
@@ -288,8 +301,9 @@ def diagnose(
             lower = upper = exact = objective = float(exact_log_marginal_likelihood(
                 view.kernel.K(view.X), view.y, noise, view.jitter)) + offset
             tight, tight_m, tight_feature = None, None, None
-        support = (supported_noise(view, noise, exact_max_data, sharded)
-                   if noise.dim() == 0 and exact_max_data > 0 else None)
+        if streamed is None:
+            support = (supported_noise(view, noise, exact_max_data, sharded)
+                       if noise.dim() == 0 and exact_max_data > 0 else None)
     approximation = view.approximation_name
     M = None if p is None else p.feature.num_inducing
     user_noise = view.noise_variance / float(noise.mean()) if float(noise.mean()) > 0 else 1.0
@@ -297,7 +311,9 @@ def diagnose(
                       upper - lower, False, view.noise_variance, noise_ratio, M, None, tight,
                       tight_m, supported_noise=None if support is None
                       else support.supported * user_noise)
-    if (p is not None and exact is None and not sharded and noise.dim() == 0
+    if streamed is not None:
+        rep.notes = streamed.notes
+    elif (p is not None and exact is None and not sharded and noise.dim() == 0
             and view.num_data <= QUADRATIC_MAX_DATA
             and rep.certified_gap > gap_per_point * view.num_data):
         # Titsias's bound is loose at small noise: try the quadratic-form bound (O(N²))
@@ -352,8 +368,9 @@ def diagnose(
                 "(sparsegp.select_inducing)")
         # VFE (and an SVGP's ELBO) lose nothing by stacking spare inducing variables or
         # parking them away from the data: their placement is a finding only beside a gap
-        _check_inducing(view, rep, merge_fraction, far_lengthscales,
-                        uncertified or p.fam.mode != "vfe")
+        # a streamed model's data: the new batch and the old inducing inputs (the summary's)
+        _check_inducing(view if streamed is None else replace(view, X=streamed.inputs), rep,
+                        merge_fraction, far_lengthscales, uncertified or p.fam.mode != "vfe")
     return rep
 
 

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ..kernels.base import Kernel
 from ..objectives.collapsed import CollapsedProblem
+from ..objectives.online import Summary
 from ..validation import as_inputs, check_columns
 
 
@@ -22,7 +23,9 @@ class RegressionView:
     `x_shift`, `x_scale` map inputs to internal units, x' = (x − shift)/scale.
     `objective` is the model's own objective (internal units) when it is not the problem's —
     an SVGP's ELBO at its q(u), at most the collapsed bound — named by `approximation`;
-    `objective_remedy` says what closes its gap to the bound.
+    `objective_remedy` says what closes its gap to the bound. `summary` (a streamed model):
+    the data before the new batch X, y as pseudo-observations (`objectives.online.Summary`);
+    the bounds are then those of the evidence of both (`diagnostics.streamed`).
     """
 
     name: str
@@ -42,6 +45,7 @@ class RegressionView:
     approximation: str | None = None
     objective_remedy: str = ""
     total_rows: int | None = None  # sharded: the rows of all ranks (X holds this rank's)
+    summary: Summary | None = None
 
     @property
     def approximation_name(self) -> str:

@@ -15,8 +15,10 @@ from ..validation import check_bool
 
 class Streamed:
     """Mixin of a model made by `update`: its `_config["streaming"]` holds the rows seen and
-    the updates made. The upper bound and the diagnostics look at one batch of data, while a
-    streamed posterior also holds the data before it: they are refused, not silently wrong."""
+    the updates made. The batch upper bound and diagnostics look at one batch of data, while a
+    streamed posterior also holds the data before it: they are refused here, not silently
+    wrong, unless the model gives its own, of the new batch and its summary together
+    (`StreamingSGPR`, `StreamingSVGP`)."""
 
     _config: dict[str, Any]
 

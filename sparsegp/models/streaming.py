@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from .. import distributed
+from ..diagnostics import Diagnostics, RegressionView, diagnose
 from ..features.inducing_points import InducingPoints
 from ..objectives.online import (
     StreamingProblem,
@@ -28,6 +29,7 @@ from ..objectives.online import (
     streaming_posterior_q,
     summarise,
 )
+from ..objectives.online_bounds import streaming_upper_bound
 from ..posteriors import Posterior, SparsePosterior
 from ..runtime.config import PARAMETER_DTYPE
 from ..training import FitResult
@@ -50,8 +52,9 @@ class StreamingSGPR(Streamed, SGPR):
     batch only (internal units), `num_data` its rows and `num_data_seen` every row the chain
     of updates has seen. The summary is saved with the model (`save`), so a loaded model
     predicts, refits (with include_data=True) and updates as before. `fit` runs L-BFGS-B
-    without the checks after fitting (`diagnostics()` and `upper_bound()` speak of one batch
-    of data and are refused here).
+    without the checks after fitting; `upper_bound()` bounds the evidence the objective
+    approximates from above, and `diagnostics()` reports on the new batch and the summary
+    together.
 
     Example:
 
@@ -110,8 +113,30 @@ class StreamingSGPR(Streamed, SGPR):
 
     def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
         # L-BFGS-B without the checks after fitting: restarting from starting values taken
-        # from one batch, and diagnostics of one batch, would ignore the summary
+        # from one batch would ignore the summary (`diagnostics()` runs the checks on request)
         return Model._fit_lbfgsb(self, dataclasses.replace(options, diagnose=False))
+
+    def upper_bound(self) -> float:
+        """An upper bound on the evidence the streamed objective approximates, log N([y; h];
+        0, K̂ + Λ̂) − log p_old(h) at the current parameters: the new batch's density given
+        the summary of the old data (`objectives.online_bounds`; any approximation's
+        objective is below it at these inducing inputs)."""
+        with torch.no_grad():
+            U = streaming_upper_bound(self.streaming_problem())
+        return float(U) + self._objective_offset()
+
+    def diagnostic_view(self) -> RegressionView:
+        """What the diagnostics read of this model: the new batch's collapsed problem and the
+        summary of the data before it (see `RegressionView`)."""
+        view = SGPR.diagnostic_view(self)
+        return dataclasses.replace(view, summary=self.old_summary())
+
+    def diagnostics(self, **kwargs: Any) -> Diagnostics:
+        """Is the approximation good? The streamed bounds (lower, upper, the exact evidence
+        on small problems) and the checks that are defined for the new batch and the summary
+        together; the report lists what it does not compute and why (see
+        `sparsegp.diagnostics.diagnose`)."""
+        return diagnose(self, **kwargs)
 
 
 

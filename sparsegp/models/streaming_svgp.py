@@ -13,13 +13,19 @@ Units: the new model keeps the old model's units (x_shift, x_scale, y_shift, y_s
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any, cast
 
 import torch
 from torch import Tensor
 
 from .. import conditionals, distributed
+from ..diagnostics import Diagnostics, RegressionView, diagnose
+from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..features.inducing_points import InducingPoints
+from ..likelihoods import Gaussian
+from ..objectives.online import StreamingProblem, Summary
+from ..objectives.online_bounds import streaming_upper_bound, summary_of_posterior
 from ..objectives.online_svgp import OldPosterior, old_posterior, streaming_elbo
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import check_same_rows
@@ -35,7 +41,9 @@ class StreamingSVGP(Streamed, SVGP):
     `num_data_seen` every row the chain of updates has seen. The old posterior is saved with
     the model. `fit()` trains by minibatches (Adam on the hyperparameters, natural gradients
     on q(b)) whatever the likelihood: the collapsed full-batch fit of a Gaussian SVGP would
-    drop the old data's term.
+    drop the old data's term. `diagnostics()` reports the streamed bound; with a Gaussian
+    likelihood and q_old narrower than p_old it is sandwiched as a `StreamingSGPR`'s is
+    (`upper_bound()`).
 
     Example:
 
@@ -92,6 +100,59 @@ class StreamingSVGP(Streamed, SVGP):
 
     def _why_minibatch(self, batch_size: int | None, data: Any) -> str | None:
         return super()._why_minibatch(batch_size, data) or "the old data's term in the bound"
+
+    def old_summary(self) -> Summary:
+        """The old posterior as r pseudo-observations of unit noise (`objectives.online.Summary`),
+        which needs q_old narrower than p_old in every direction (else a ValueError says so):
+        with a Gaussian likelihood, the bound is then the collapsed bound of the new batch
+        and the pseudo-observations, and has an upper bound."""
+        return summary_of_posterior(self.old_posterior())
+
+    def upper_bound(self) -> float:
+        """An upper bound on the evidence the streamed bound approximates (the new batch's
+        density given the old posterior, `objectives.online_bounds`): a Gaussian likelihood,
+        one output, and q_old narrower than p_old in every direction (so that q_old/p_old is
+        a likelihood of pseudo-observations); a clear error otherwise."""
+        problem = self.collapsed_problem()  # checks: a Gaussian likelihood, one output
+        with torch.no_grad():
+            U = streaming_upper_bound(StreamingProblem(problem, self.old_summary()))
+        return float(U) + self._objective_offset()
+
+    def diagnostic_view(self) -> RegressionView:
+        """What the diagnostics read of this model (Gaussian likelihood, one output, q_old
+        narrower than p_old): the new batch's collapsed problem, the streamed ELBO as the
+        model's objective, and the old posterior as a summary (see `RegressionView`)."""
+        view = SVGP.diagnostic_view(self)
+        return dataclasses.replace(view, summary=self.old_summary(),
+                                   approximation="streamed " + str(view.approximation))
+
+    def diagnostics(self, **kwargs: Any) -> Diagnostics | LatentDiagnostics:
+        """Is the approximation good? With a Gaussian likelihood, one output and q_old narrower
+        than p_old: the streamed ELBO against the streamed VFE bound (its maximum over q(b))
+        and the upper bound, as `sparsegp.diagnostics.diagnose` reports them for a streamed
+        model. Otherwise (no upper bound): the streamed ELBO and the inducing-input checks
+        (`sparsegp.diagnostics.diagnose_latent`), the inputs being the new batch and the old
+        inducing inputs; the report says why there is no upper bound."""
+        if (isinstance(self.likelihood, Gaussian) and self.num_outputs == 1
+                and self.mixing_matrix is None):
+            try:
+                self.old_summary()
+            except ValueError as err:
+                why = f"here: {err}"
+            else:
+                return diagnose(self, **kwargs)
+        else:
+            why = f"for a {type(self.likelihood).__name__} likelihood"
+        self._require_data()
+        with torch.no_grad():
+            elbo = float(self.elbo()) + self._objective_offset()  # the units of y
+        inputs = torch.cat([self.X, self.old_Z.to(self.X)], 0)
+        view = LatentView(type(self).__name__, f"streamed ELBO, {type(self.likelihood).__name__}",
+                          elbo, "streamed ELBO, a lower bound",
+                          self.feature, self.kernel, inputs, "a variational fit stacks spare "
+                          "inducing inputs on top of each other when fewer suffice",
+                          num_data=self.X.shape[0], no_upper_bound=why)
+        return diagnose_latent(view, **kwargs)
 
 
 

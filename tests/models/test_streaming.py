@@ -286,15 +286,6 @@ def test_an_uninformative_summary_leaves_the_new_batch_alone():
     torch.testing.assert_close(new.posterior().q_mu, ref.posterior().q_mu)
 
 
-def test_refused_upper_bound_and_diagnostics():
-    X, y = data(40)
-    new = update(first_model(X[:20], y[:20], 4), X[20:], y[20:], fit=False)
-    with pytest.raises(TypeError, match="data before its batch"):
-        new.upper_bound()
-    with pytest.raises(TypeError, match="data before its batch"):
-        new.diagnostics()
-
-
 def test_bad_input_gives_clear_errors(tmp_path):
     X, y = data(40)
     old = first_model(X[:20], y[:20], 4)

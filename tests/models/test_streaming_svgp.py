@@ -333,13 +333,3 @@ def test_several_latent_functions_add_their_terms():
     fitted = first.update(X[20:], y[20:], epochs=5)
     assert np.isfinite(fitted.log_marginal_likelihood())
     assert fitted.predict_y(X[:3])[0].shape == (3,)
-
-
-def test_refused_upper_bound_and_diagnostics_of_a_streamed_svgp():
-    # they speak of one batch of data; the streamed posterior also holds the data before it
-    X = np.linspace(0.0, 6.0, 40)[:, None]
-    y = np.sin(X[:, 0])
-    new = sg.SVGP(X[:20], y[:20], inducing_points=4).update(X[20:], y[20:], fit=False)
-    for check in (new.upper_bound, new.diagnostics):
-        with pytest.raises(TypeError, match="StreamingSVGP's posterior also holds the data"):
-            check()
