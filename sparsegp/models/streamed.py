@@ -75,7 +75,8 @@ def assemble(cls: type[S], model: Any, X: Tensor, y: Tensor, parts: dict[str, An
     new.to(model.device)
     with torch.no_grad():
         for name in ("x_shift", "x_scale", "y_shift", "y_scale"):
-            getattr(new, name).copy_(getattr(model, name))
+            if hasattr(model, name):  # (a classifier has no units of y)
+                getattr(new, name).copy_(getattr(model, name))
     for name, prior in model.named_priors():
         if "." not in name:  # the model's own (the kernel's came with it)
             new.set_prior(name, prior)

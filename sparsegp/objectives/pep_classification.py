@@ -96,7 +96,8 @@ def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Li
            tau: Tensor, nu: Tensor, alpha: float, jitter: float, chunk_size: int,
            batch: tuple[Tensor, Tensor] | None = None,
            prior_mean: Callable[[Tensor], Tensor] | None = None,
-           totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None) -> Tensor:
+           totals: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
+           block: Callable[[Tensor], Statistics] | None = None) -> Tensor:
     """The Power-EP energy (approximate log evidence) with the sites held fixed:
 
     F = ½ log|V| − ½ log|Kuu| + ½ mᵀV⁻¹m + (1/α) Σ_n [log Z̃_n − log E_{N(μ_c, s_c)} t_n^α]
@@ -114,6 +115,11 @@ def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Li
     sites (the stochastic schedule's running sums). With a `prior_mean` m the likelihood
     sees f_n = m(x_n) + h_n: the tilted moments are taken at the cavity mean shifted by
     m(x_n).
+
+    `block(L)`: the statistics of a Gaussian data block already at its Power-EP fixed point
+    (a streamed model's old data, docs/math.md §10.3): its A and c join the sites' in q(u)
+    (exactly, never estimated from a batch) and its own terms −½(s_y + s_logλ + s_pen) join
+    the energy (`with_block`).
     """
     L, _ = cov.Kuu_cholesky(feature, kernel, jitter)
     scale = 1.0
@@ -133,13 +139,27 @@ def energy(kernel: Kernel, feature: object, X: Tensor, y: Tensor, likelihood: Li
                                c=stats.c + s_sum * (part.c - part.c.detach()))
         scale = X.shape[0] / local_rows.shape[0]
         X, y, tau, nu = X[local_rows], y[local_rows], tau[local_rows], nu[local_rows]
+    own = None
+    if block is not None:
+        stats, own = with_block(stats, block(L))
     s = solve(stats)
     m = marginals(kernel, feature, X, L, conditionals.from_precision(s.L_B, s.e), chunk_size,
                   prior_mean)
     mu_c, s_c, _ = cavity(m, tau, nu, alpha)
     log_Z, _, _ = likelihood.tilted_moments(mu_c + m.offset, s_c + m.d, y, alpha)
     local = (log_Z - log_site_expectation(mu_c, s_c, tau, nu, alpha)).sum() / alpha
-    return -0.5 * s.log_det + 0.5 * (s.e @ s.e) + scale * local
+    F = -0.5 * s.log_det + 0.5 * (s.e @ s.e) + scale * local
+    return F if own is None else F + own
+
+
+def with_block(sites: Statistics, block: Statistics) -> tuple[Statistics, Tensor]:
+    """The sites' statistics with a Gaussian block's A and c added, and the block's own
+    energy terms −½(s_y + s_logλ + s_pen): a block of pseudo-observations h ~ N(Hᵀv, C)
+    seen with power α has the site exp(cᵀv − ½vᵀAv), A = HC⁻¹Hᵀ, c = HC⁻¹h, whatever the
+    cavity, and contributes −½ hᵀC⁻¹h − (1/(2α)) log|C| = −½(s_y + s_logλ + s_pen) to the
+    energy beyond its share of −½ log|B| + ½ eᵀe (docs/math.md §10.3)."""
+    stats = sites._replace(A=sites.A + block.A, c=sites.c + block.c)
+    return stats, -0.5 * (block.s_y + block.s_loglam + block.s_pen)
 
 
 class SiteUpdate(NamedTuple):

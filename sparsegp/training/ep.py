@@ -69,9 +69,10 @@ def _add(counts: dict[str, int], more: dict[str, int]) -> None:
 
 def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
              callback: Callable[[int, float], None] | None, inner_maxiter: int,
-             max_sweeps: int) -> FitResult:
+             max_sweeps: int, stall_nats: float | None = None) -> FitResult:
     """Up to `maxiter` rounds of (sweeps to convergence, then L-BFGS-B for `inner_maxiter`
-    iterations with the sites fixed) until the energy changes by less than tol·(1 + |F|).
+    iterations with the sites fixed) until the energy changes by less than tol·(1 + |F|) or,
+    with `stall_nats`, by less than `stall_nats` nats in a round.
     Ctrl-C at any moment leaves the last completed round (sweeps interrupted half-way are
     undone; the starting sites and hyperparameters before the first round)."""
     start = time.perf_counter()
@@ -85,6 +86,7 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
         maxiter = positive_int(maxiter, "maxiter")
         inner_maxiter = positive_int(inner_maxiter, "inner_maxiter")
         max_sweeps, tol = positive_int(max_sweeps, "max_sweeps"), positive_float(tol, "tol")
+        stall_nats = None if stall_nats is None else positive_float(stall_nats, "stall_nats")
         message = f"stopped after {maxiter} rounds"
         bar = progress_bar(progress, maxiter, f"fit {type(model).__name__}")
         for rounds in range(1, maxiter + 1):
@@ -106,8 +108,14 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
                 break
             if callback is not None:
                 callback(rounds, res.objective)
-            if len(history) > 1 and abs(history[-1] - history[-2]) < tol * (1 + abs(history[-1])):
+            change = abs(history[-1] - history[-2]) if len(history) > 1 else math.inf
+            if change < tol * (1 + abs(history[-1])):
                 success, message = True, "energy converged"
+                break
+            if stall_nats is not None and change < stall_nats:
+                success, message = True, (f"the last round changed the energy by less than "
+                                          f"{stall_nats:.3g} nats (pass tol= to run to the "
+                                          "relative tolerance alone)")
                 break
         if not interrupted:
             where = "in the final site sweeps"

@@ -441,6 +441,12 @@ def _matern() -> Kernel:
     return K.Matern52(lengthscale=[1.0, 1.5], variance=1.1)
 
 
+def _swept(model: Any) -> Any:
+    """An SGPC with its sites swept (a posterior that holds its data, to stream from)."""
+    model.update_sites(max_sweeps=20)
+    return model
+
+
 MODELS_: dict[str, list[ModelCase]] = {
     "GPR": [ModelCase("", lambda: sg.GPR(_X, _Y, kernel=_matern(), noise_variance=0.1,
                                          mean=means.Constant(0.2)),
@@ -474,6 +480,19 @@ MODELS_: dict[str, list[ModelCase]] = {
             _X[:12], (_Y[:12] > 0).astype(float), kernel=_matern(), likelihood=L.Bernoulli(),
             inducing_points=5).update(_X[12:], (_Y[12:] > 0).astype(float), fit=False),
                   predict=lambda m: m.predict_y(_X_NEW),
+                  new_inputs=_X_NEW, new_targets=_LABELS_NEW, observed="labels"),
+    ],
+    "StreamingSGPC": [
+        ModelCase("probit", lambda: _swept(sg.SGPC(
+            _X[:12], (_Y[:12] > 0).astype(float), kernel=_matern(), inducing_points=5,
+            alpha=0.5)).update(_X[12:], (_Y[12:] > 0).astype(float), fit=False),
+                  predict=lambda m: (m.predict_proba(_X_NEW), *m.predict_f(_X_NEW)),
+                  new_inputs=_X_NEW, new_targets=_LABELS_NEW, observed="labels"),
+        ModelCase("logit-new-inducing", lambda: _swept(sg.SGPC(
+            _X[:12], (_Y[:12] > 0).astype(float), kernel=_matern(), inducing_points=5,
+            link="logit", alpha=1.0, standardize_X=True)).update(
+                _X[12:], (_Y[12:] > 0).astype(float), inducing_points=6, fit=False),
+                  predict=lambda m: (m.predict_proba(_X_NEW), *m.predict_f(_X_NEW)),
                   new_inputs=_X_NEW, new_targets=_LABELS_NEW, observed="labels"),
     ],
     "SVGP": [

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import sparsegp as sg
+from sparsegp.diagnostics.convergence import ConvergenceWarning
 from sparsegp.objectives import pep_classification as pep
 
 from ..conftest import make_problem
@@ -139,3 +140,19 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="schedule"):
         sg.SGPC(X, y, inducing_points=5).fit(schedule="online")
     assert math.isfinite(sg.SGPC(X, y, inducing_points=5).log_marginal_likelihood())
+
+
+def test_the_full_schedule_stops_once_a_round_gains_less_than_the_stall_threshold():
+    """Default: a round changing the energy by less than 0.1·max(1, N/1000) nats ends the
+    fit (converged); with tol= given, only the relative rule and the round limit do."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 3))
+    y = (np.sin(6 * X[:, 0]) + X[:, 1] + 0.3 * rng.standard_normal(300) > 0.5).astype(float)
+    result = sg.SGPC(X, y, inducing_points=10).fit(progress=False)
+    assert result.success and "changed the energy by less than 0.1 nats" in result.message
+    assert abs(result.history[-1] - result.history[-2]) < 0.1
+    assert all(abs(b - a) >= 0.1 for a, b in zip(result.history[:-2], result.history[1:-1]))
+    with pytest.warns(ConvergenceWarning, match="round limit"):
+        limited = sg.SGPC(X, y, inducing_points=10).fit(progress=False, tol=1e-12,
+                                                        maxiter=result.iterations + 2)
+    assert limited.iterations == result.iterations + 2 and not limited.success
