@@ -4,12 +4,14 @@ seen, and the refusal of the checks that speak of one batch of data only."""
 from __future__ import annotations
 
 import copy
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor
 
+from ..objectives.online import Summary
 from ..parameters import Parameterised
+from ..runtime.config import PARAMETER_DTYPE
 from ..validation import check_bool
 
 
@@ -45,6 +47,43 @@ class Streamed:
 
     def diagnostic_view(self) -> Any:
         raise TypeError(f"a {type(self).__name__} has no diagnostic view: " + self._before())
+
+
+class Summarised:
+    """Mixin of a streamed model that holds the data before its batch as the summary of the
+    old posterior (`objectives.online.Summary`: pseudo-observations h = Tᵀa + ε at the old
+    inducing inputs), in buffers that are saved with the model (`StreamingSGPR`,
+    `StreamingSGPC`). Its `_config["streaming"]` holds the summary's sizes (`summary_sizes`)."""
+
+    summary_Z: Tensor
+    summary_T: Tensor
+    summary_h: Tensor
+    summary_offset: Tensor
+
+    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
+        super()._build(config, parts)  # type: ignore[misc]
+        info = config["streaming"]
+        M, r, D = int(info["old_inducing"]), int(info["rank"]), int(config["input_dim"])
+        module = cast(Any, self)
+        module.register_buffer("summary_Z", torch.zeros(M, D, dtype=PARAMETER_DTYPE))
+        module.register_buffer("summary_T", torch.zeros(M, r, dtype=PARAMETER_DTYPE))
+        module.register_buffer("summary_h", torch.zeros(r, dtype=PARAMETER_DTYPE))
+        module.register_buffer("summary_offset", torch.zeros((), dtype=PARAMETER_DTYPE))
+
+    def old_summary(self) -> Summary:
+        """The summary of the data before this batch (internal units)."""
+        return Summary(self.summary_Z, self.summary_T, self.summary_h, self.summary_offset)
+
+    def keep_summary(self, summary: Summary) -> None:
+        """Copy `summary` (of the sizes this model was built for) into the buffers."""
+        with torch.no_grad():
+            for name in ("Z", "T", "h", "offset"):
+                getattr(self, "summary_" + name).copy_(getattr(summary, name))
+
+
+def summary_sizes(summary: Summary) -> dict[str, int]:
+    """The `_config["streaming"]` entries a `Summarised` model is built from."""
+    return {"old_inducing": int(summary.T.shape[0]), "rank": int(summary.T.shape[1])}
 
 
 def check_fit_arguments(fit: Any, fit_options: dict[str, Any]) -> None:

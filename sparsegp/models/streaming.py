@@ -37,14 +37,14 @@ from ..validation import as_inputs, as_targets, check_columns, check_same_rows
 from .base import Model
 from .fitting import FitOptions
 from .sgpr import SGPR
-from .streamed import Streamed, assemble, check_fit_arguments
+from .streamed import Streamed, Summarised, assemble, check_fit_arguments, summary_sizes
 from .streaming_inducing import new_feature
 from .streaming_svgp import StreamingSVGP  # noqa: F401  (registers it for SVGP.update, load)
 
 STREAMING_APPROXIMATIONS = ("vfe", "fitc", "pep")
 
 
-class StreamingSGPR(Streamed, SGPR):
+class StreamingSGPR(Summarised, Streamed, SGPR):
     """An SGPR fitted to a new batch of data and a summary of the data before it (made by
     `update`; Bui, Nguyen & Turner 2017). `log_marginal_likelihood()` is the streaming
     objective (for "vfe" a lower bound on the approximate log p(y_new | y_old): the new
@@ -72,20 +72,6 @@ class StreamingSGPR(Streamed, SGPR):
         (3,)
     """
 
-    summary_Z: Tensor  # buffers: the summary of the old data (`objectives.online.Summary`)
-    summary_T: Tensor
-    summary_h: Tensor
-    summary_offset: Tensor
-
-    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        super()._build(config, parts)
-        info = config["streaming"]
-        M, r, D = int(info["old_inducing"]), int(info["rank"]), int(config["input_dim"])
-        self.register_buffer("summary_Z", torch.zeros(M, D, dtype=PARAMETER_DTYPE))
-        self.register_buffer("summary_T", torch.zeros(M, r, dtype=PARAMETER_DTYPE))
-        self.register_buffer("summary_h", torch.zeros(r, dtype=PARAMETER_DTYPE))
-        self.register_buffer("summary_offset", torch.zeros((), dtype=PARAMETER_DTYPE))
-
     @classmethod
     def from_update(cls, model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None,
                     fit: bool = True, **fit_options: Any) -> StreamingSGPR:
@@ -95,9 +81,6 @@ class StreamingSGPR(Streamed, SGPR):
 
 
 
-    def old_summary(self) -> Summary:
-        """The summary of the data before this batch (internal units)."""
-        return Summary(self.summary_Z, self.summary_T, self.summary_h, self.summary_offset)
 
     def streaming_problem(self) -> StreamingProblem:
         """The model's objective as a pure value: the new batch's collapsed problem and the
@@ -222,14 +205,10 @@ def _new_batch(model: SGPR, X_new: Any, y_new: Any) -> tuple[Tensor, Tensor]:
 def _assemble(model: SGPR, X: Tensor, y: Tensor, feature: InducingPoints,
               summary: Summary) -> StreamingSGPR:
     """The StreamingSGPR at the old model's hyperparameters and units."""
-    new = assemble(StreamingSGPR, model, X, y, {"feature": feature},
-                   {"old_inducing": summary.T.shape[0], "rank": summary.T.shape[1]})
+    new = assemble(StreamingSGPR, model, X, y, {"feature": feature}, summary_sizes(summary))
+    new.keep_summary(summary)
     with torch.no_grad():
         noise = new._raw("noise_variance")
         noise.copy_(model._raw("noise_variance"))
         noise.requires_grad_(model._raw("noise_variance").requires_grad)
-        new.summary_Z.copy_(summary.Z)
-        new.summary_T.copy_(summary.T)
-        new.summary_h.copy_(summary.h)
-        new.summary_offset.copy_(summary.offset)
     return new

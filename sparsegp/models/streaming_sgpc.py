@@ -33,11 +33,11 @@ from ..posteriors import SparsePosterior
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import as_tensor, check_finite, check_same_rows
 from .sgpc import SGPC
-from .streamed import Streamed, assemble, check_fit_arguments
+from .streamed import Streamed, Summarised, assemble, check_fit_arguments, summary_sizes
 from .streaming_inducing import new_feature
 
 
-class StreamingSGPC(Streamed, SGPC):
+class StreamingSGPC(Summarised, Streamed, SGPC):
     """An SGPC fitted to a new batch of data and a summary of the data before it (made by
     `SGPC.update`; Bui, Nguyen & Turner 2017, with Power EP). q(u) holds the new batch's
     sites and one Gaussian block site for the old data; `log_marginal_likelihood()` is the
@@ -62,30 +62,12 @@ class StreamingSGPC(Streamed, SGPC):
         (3,)
     """
 
-    summary_Z: Tensor  # buffers: the summary of the old data (`objectives.online.Summary`)
-    summary_T: Tensor
-    summary_h: Tensor
-    summary_offset: Tensor
-
-    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        super()._build(config, parts)
-        info = config["streaming"]
-        M, r, D = int(info["old_inducing"]), int(info["rank"]), int(config["input_dim"])
-        self.register_buffer("summary_Z", torch.zeros(M, D, dtype=PARAMETER_DTYPE))
-        self.register_buffer("summary_T", torch.zeros(M, r, dtype=PARAMETER_DTYPE))
-        self.register_buffer("summary_h", torch.zeros(r, dtype=PARAMETER_DTYPE))
-        self.register_buffer("summary_offset", torch.zeros((), dtype=PARAMETER_DTYPE))
-
     @classmethod
     def from_update(cls, model: SGPC, X_new: Any, y_new: Any, inducing_points: Any = None,
                     fit: bool = True, **fit_options: Any) -> StreamingSGPC:
         """`update(model, X_new, y_new, ...)`: what `SGPC.update` calls, through the model
         registry, so that sgpc.py need not import this module."""
         return update(model, X_new, y_new, inducing_points, fit, **fit_options)
-
-    def old_summary(self) -> Summary:
-        """The summary of the data before this batch (internal units)."""
-        return Summary(self.summary_Z, self.summary_T, self.summary_h, self.summary_offset)
 
     def _gaussian_block(self) -> Callable[[Tensor], Statistics]:
         """L = chol(K_bb) ↦ the old data's block statistics (power α, noise I + αQ_h)."""
@@ -209,11 +191,7 @@ def _assemble(model: SGPC, X: Tensor, y: Tensor, feature: InducingPoints,
     summary and zero sites for the new batch."""
     new = assemble(StreamingSGPC, model, X, y,
                    {"likelihood": copy.deepcopy(model.likelihood), "feature": feature},
-                   {"old_inducing": summary.T.shape[0], "rank": summary.T.shape[1]})
-    with torch.no_grad():
-        new.summary_Z.copy_(summary.Z)
-        new.summary_T.copy_(summary.T)
-        new.summary_h.copy_(summary.h)
-        new.summary_offset.copy_(summary.offset)
+                   summary_sizes(summary))
+    new.keep_summary(summary)
     new.tau, new.nu = torch.zeros_like(y), torch.zeros_like(y)
     return new
