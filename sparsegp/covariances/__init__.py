@@ -6,13 +6,17 @@ of its own here and registers itself on import.
 """
 
 from . import (  # noqa: F401  (registrations)
+    arccosine,
+    changepoints,
     deltas,
     fourier,
     inducing_points,
     multiscale,
     patches,
+    polynomial,
     rational_quadratic,
     separate,
+    spectral_mixture,
     stacked,
     sums,
 )

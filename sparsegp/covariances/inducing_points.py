@@ -54,8 +54,9 @@ class CentredPointsCrossCovariance(CrossCovariance):
         self.width = self.num_inducing
         with torch.no_grad():
             self.c = Z.mean(0).to(self.dtype)
-            self.ell = ell.to(self.dtype).expand(D)
-            self.var = var.to(self.dtype)
+            # detached: `.to` of the same dtype would return the parameter's value itself
+            self.ell = ell.detach().to(self.dtype).expand(D)
+            self.var = var.detach().to(self.dtype)
             self.Zs = (Z.to(self.dtype) - self.c) / self.ell
             s = torch.log(self.var) if log_scale else torch.zeros_like(self.var)
             self.ZA = se_augmented(self.Zs, s)  # [M, D + 2]

@@ -55,3 +55,19 @@ def test_a_streamed_model_fits_through_it():
     assert isinstance(covariances.cross_covariance(model.feature, model.kernel),
                       RationalQuadraticCrossCovariance)
     assert torch.autograd.gradcheck(lambda *p: model.training_loss(), tuple(model.parameters()))
+
+
+def test_the_centred_streamed_kuf_keeps_no_graph_to_the_kernel_parameters():
+    """`value(X, out=...)` outside torch.no_grad() (a buffer write needs no graph)."""
+    import sparsegp as sg
+    from sparsegp.covariances import cross_covariance
+
+    Z = torch.linspace(0.0, 1.0, 4, dtype=torch.float64)[:, None]
+    X = torch.linspace(0.0, 1.0, 6, dtype=torch.float64)[:, None]
+    for kernel in (sg.kernels.SquaredExponential(lengthscale=0.3, variance=1.5),
+                   sg.kernels.RationalQuadratic(lengthscale=0.3, variance=1.5, alpha=2.0)):
+        cc = cross_covariance(sg.features.InducingPoints(Z), kernel)
+        out = torch.empty(4, 6, dtype=torch.float64)
+        cc.value(X, out=out)
+        assert not out.requires_grad
+        torch.testing.assert_close(out, kernel.K(Z, X).detach(), rtol=1e-12, atol=0)
