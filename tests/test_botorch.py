@@ -21,7 +21,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.distributions import MultivariateNormal
 
 import sparsegp as sg
-from sparsegp.botorch import SparseGPModel, as_botorch
+from sparsegp.botorch import SparseGPModel, as_botorch, set_botorch_priors
 
 D = 2
 DT = torch.float64
@@ -342,7 +342,7 @@ def test_the_posterior_is_a_gpytorch_multivariate_normal():
                       MultivariateNormal)
 
 
-@pytest.mark.parametrize("obj", [SparseGPModel, as_botorch])
+@pytest.mark.parametrize("obj", [SparseGPModel, as_botorch, set_botorch_priors])
 def test_the_docstring_examples_run(obj):
     finder = doctest.DocTestFinder(recurse=False)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
@@ -386,3 +386,61 @@ def test_a_posterior_over_a_large_candidate_set_can_be_sampled(build):
     assert picked.shape == (5, D)
     assert all(any(torch.equal(p, c) for c in cand) for p in picked)  # candidates, distinct
     assert torch.unique(picked, dim=0).shape[0] == 5
+
+
+@pytest.mark.parametrize("d", [2, 6, 10])
+@pytest.mark.parametrize("kind", ["gpr", "sgpr", "svgp"])
+def test_botorch_priors_are_singletaskgps_lengthscale_prior(d, kind):
+    """The prior and the starting lengthscales are those of SingleTaskGP's kernel
+    (BoTorch's dimension-scaled log-normal), for data in the unit cube."""
+    from botorch.models import SingleTaskGP
+
+    g = torch.Generator().manual_seed(d)
+    X = torch.rand(20, d, generator=g, dtype=DT)
+    y = torch.sin(4.0 * X[:, 0])
+    build = {"gpr": lambda: sg.GPR(X, y),
+             "sgpr": lambda: sg.SGPR(X, y, inducing_points=8),
+             "svgp": lambda: sg.SVGP(X, y, inducing_points=8)}[kind]
+    model = set_botorch_priors(build())
+    reference = SingleTaskGP(X, y[:, None]).covar_module
+    assert [name for name, _ in model.named_priors()] == ["kernel.lengthscale"]
+    start = torch.as_tensor(model.kernel.lengthscale, dtype=DT)
+    torch.testing.assert_close(start, reference.lengthscale.detach()[0].to(DT), rtol=1e-6,
+                               atol=0)
+    at = torch.rand(d, generator=g, dtype=DT) * 3 + 0.05  # anywhere, not only at the start
+    model.kernel.lengthscale = at.numpy()
+    expected = reference.lengthscale_prior.log_prob(at.float()).sum().to(DT)
+    torch.testing.assert_close(model.log_prior(), expected, rtol=1e-6, atol=0)
+
+
+def test_the_prior_keeps_irrelevant_lengthscales_finite():
+    """A MAP fit (the log prior added to the objective): the lengthscales of inputs the
+    function ignores, which a maximum-likelihood fit sends towards infinity, stay two orders
+    of magnitude shorter; the relevant one stays short."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(30, 6, generator=g, dtype=DT)
+    y = torch.sin(6.0 * X[:, 0])
+    fitted = []
+    for prior in (False, True):
+        model = sg.GPR(X, y)
+        if prior:
+            set_botorch_priors(model)
+        model.noise_variance = 1e-4
+        model.fit(progress=False)
+        fitted.append(np.asarray(model.kernel.lengthscale))
+    ml, map_ = fitted
+    assert ml[0] < 1.0 and map_[0] < 1.0
+    assert ml[1:].min() > 3000.0 and map_[1:].max() < 1000.0, (ml, map_)
+
+
+def test_botorch_priors_refuse_what_they_do_not_fit():
+    X, y = data()
+    with pytest.raises(ValueError, match="unit cube; this model standardises"):
+        set_botorch_priors(sg.GPR(X, y, standardize_X=True))
+    with pytest.raises(ValueError, match=r"unit cube; this model's X spans \[-5, "):
+        set_botorch_priors(sg.GPR(torch.cat([X, torch.full((1, D), -5.0, dtype=DT)]),
+                                  torch.cat([y, y[:1]])))
+    with pytest.raises(TypeError, match="kernel with lengthscales"):
+        set_botorch_priors(sg.GPR(X, y, kernel=sg.kernels.Linear()))
+    with pytest.raises(TypeError, match="sparsegp model with data"):
+        set_botorch_priors(torch.nn.Linear(2, 1))
