@@ -9,8 +9,11 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import Tensor
 
+from ..distributed import is_distributed
+from ..features.inducing_points import InducingPoints
 from ..objectives.online import Summary
 from ..parameters import Parameterised
+from ..posteriors import SparsePosterior
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import check_bool
 
@@ -84,6 +87,29 @@ class Summarised:
 def summary_sizes(summary: Summary) -> dict[str, int]:
     """The `_config["streaming"]` entries a `Summarised` model is built from."""
     return {"old_inducing": int(summary.T.shape[0]), "rank": int(summary.T.shape[1])}
+
+
+def summarised_posterior(model: Any, kind: str) -> SparsePosterior:
+    """The posterior q(a) of `model` that `update` summarises (after the model's own checks),
+    or a clear error: inducing points, one process, and a current posterior in precision form
+    of one latent function (`kind` names it: "the collapsed posterior of one output")."""
+    if not isinstance(model.feature, InducingPoints):
+        raise TypeError("streaming updates take a model with inducing points; this one has "
+                        f"{type(model.feature).__name__} features")
+    if model.prior_mean() is not None:
+        raise ValueError("streaming updates take a model with a zero prior mean (the summary "
+                         "holds f, not f minus a mean that the new batch would refit)")
+    if is_distributed():
+        raise RuntimeError("streaming updates run in one process: torch.distributed is "
+                           "initialised")
+    try:
+        post = model.posterior()
+    except RuntimeError as err:
+        raise ValueError("update needs the model's posterior q(u), which summarises its data: "
+                         f"{err}") from None
+    if not isinstance(post, SparsePosterior) or not post.q.precision or post.num_latent != 1:
+        raise ValueError(f"update needs {kind}")
+    return post
 
 
 def check_fit_arguments(fit: Any, fit_options: dict[str, Any]) -> None:

@@ -19,7 +19,6 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from .. import distributed
 from ..diagnostics import Diagnostics, RegressionView, diagnose
 from ..features.inducing_points import InducingPoints
 from ..objectives.online import (
@@ -37,7 +36,14 @@ from ..validation import as_inputs, as_targets, check_columns, check_same_rows
 from .base import Model
 from .fitting import FitOptions
 from .sgpr import SGPR
-from .streamed import Streamed, Summarised, assemble, check_fit_arguments, summary_sizes
+from .streamed import (
+    Streamed,
+    Summarised,
+    assemble,
+    check_fit_arguments,
+    summarised_posterior,
+    summary_sizes,
+)
 from .streaming_inducing import new_feature
 from .streaming_svgp import StreamingSVGP  # noqa: F401  (registers it for SVGP.update, load)
 
@@ -172,23 +178,7 @@ def _checked_posterior(model: Any) -> SparsePosterior:
         raise ValueError("streaming updates take a model of one output, y [N]")
     if model.heteroscedastic:
         raise ValueError("streaming updates take a model with one noise variance")
-    if model.prior_mean() is not None:
-        raise ValueError("streaming updates take a model with a zero prior mean (the summary "
-                         "holds f, not f minus a mean that the new batch would refit)")
-    if not isinstance(model.feature, InducingPoints):
-        raise TypeError("streaming updates take a model with inducing points; this one has "
-                        f"{type(model.feature).__name__} features")
-    if distributed.is_distributed():
-        raise RuntimeError("streaming updates run in one process: torch.distributed is "
-                           "initialised")
-    try:
-        post = model.posterior()
-    except RuntimeError as err:
-        raise ValueError("update needs the model's posterior q(u), which summarises its data: "
-                         f"{err}") from None
-    if not isinstance(post, SparsePosterior) or not post.q.precision or post.num_latent != 1:
-        raise ValueError("update needs the collapsed posterior of one output (an SGPR's)")
-    return post
+    return summarised_posterior(model, "the collapsed posterior of one output (an SGPR's)")
 
 
 def _new_batch(model: SGPR, X_new: Any, y_new: Any) -> tuple[Tensor, Tensor]:

@@ -23,7 +23,6 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from .. import distributed
 from ..diagnostics.latent import LatentDiagnostics, diagnose_latent
 from ..features.inducing_points import InducingPoints
 from ..likelihoods import Bernoulli
@@ -33,7 +32,14 @@ from ..posteriors import SparsePosterior
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import as_tensor, check_finite, check_same_rows
 from .sgpc import SGPC
-from .streamed import Streamed, Summarised, assemble, check_fit_arguments, summary_sizes
+from .streamed import (
+    Streamed,
+    Summarised,
+    assemble,
+    check_fit_arguments,
+    summarised_posterior,
+    summary_sizes,
+)
 from .streaming_inducing import new_feature
 
 
@@ -119,10 +125,9 @@ def update(model: SGPC, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     is Power EP on the new batch with q_old(a) as the prior (the old data's sites are not
     revisited, so it differs slightly from the batch SGPC's posterior).
     """
-    _check_model(model)
+    post = _checked_posterior(model)
     check_fit_arguments(fit, fit_options)
     X, y = _new_batch(model, X_new, y_new)
-    post = _posterior(model)
     Z_old = cast(InducingPoints, model.feature).locations()
     summary = summarise(Z_old, post.L, post.q.root, post.q.mean)
     feature = new_feature(model, inducing_points, X, summary.Z)
@@ -134,32 +139,12 @@ def update(model: SGPC, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     return new
 
 
-def _check_model(model: Any) -> None:
-    """A clear error for a model `update` cannot summarise."""
+def _checked_posterior(model: Any) -> SparsePosterior:
+    """The posterior q(a) of `model` the summary is made from, or a clear error."""
     if not isinstance(model, SGPC):
         raise TypeError(f"update takes an SGPC; got {type(model).__name__}")
-    if not isinstance(model.feature, InducingPoints):
-        raise TypeError("streaming updates take a model with inducing points; this one has "
-                        f"{type(model.feature).__name__} features")
-    if model.prior_mean() is not None:
-        raise ValueError("streaming updates take a model with a zero prior mean (the summary "
-                         "holds f, not f minus a mean that the new batch would refit)")
-    if distributed.is_distributed():
-        raise RuntimeError("streaming updates run in one process: torch.distributed is "
-                           "initialised")
-
-
-def _posterior(model: SGPC) -> SparsePosterior:
-    """The posterior q(a) of `model` the summary is made from, or a clear error."""
-    try:
-        post = model.posterior()
-    except RuntimeError as err:
-        raise ValueError("update needs the model's posterior q(u), which summarises its data: "
-                         f"{err}") from None
-    if not isinstance(post, SparsePosterior) or not post.q.precision or post.num_latent != 1:
-        raise ValueError("update needs the Power-EP posterior of one latent function (an "
-                         "SGPC's)")
-    return post
+    return summarised_posterior(model, "the Power-EP posterior of one latent function (an "
+                                       "SGPC's)")
 
 
 def _new_batch(model: SGPC, X_new: Any, y_new: Any) -> tuple[Tensor, Tensor]:

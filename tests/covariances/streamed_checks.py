@@ -104,3 +104,17 @@ def check_float32(feature, kernel, X, fast_type, rtol=1e-4):
     for g, r, p in zip(got, want, fast.inputs):
         assert g.dtype == p.dtype
         torch.testing.assert_close(g, r, rtol=10 * rtol, atol=10 * rtol * float(r.abs().max()))
+
+
+def check_a_wrong_gradient_is_caught(feature, kernel, X, fast_type, which, entry=-1):
+    """The comparison of `fast_and_generic_gradients` catches a relative error of 1e-7 in one
+    entry (`entry`) of the fast class's `which`-th gradient."""
+
+    def perturb(grads):
+        grads = [g.clone() for g in grads]
+        grads[which].reshape(-1)[entry] *= 1.0 + 1e-7
+        return grads
+
+    got, ref = fast_and_generic_gradients(feature, kernel, X, fast_type, perturb=perturb)
+    assert any(not torch.allclose(g, r, rtol=1e-10, atol=1e-10 * float(r.abs().max()))
+               for g, r in zip(got, ref))
