@@ -1,5 +1,7 @@
-"""What every streamed model (`StreamingSGPR`, `StreamingSVGP`) shares: how much data it has
-seen, and the refusal of the checks that speak of one batch of data only."""
+"""What the streamed models (`StreamingSGPR`, `StreamingSVGP`, `StreamingSGPC`) share: how much
+data they have seen, the refusal of the batch checks a model does not redefine for its new batch
+and summary, the summary of the old data in buffers (`Summarised`), the posterior an update
+summarises, and the assembly of the new model."""
 
 from __future__ import annotations
 
