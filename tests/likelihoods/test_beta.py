@@ -75,8 +75,8 @@ def test_variational_expectations_match_adaptive_quadrature(link, phi):
 @pytest.mark.parametrize("link", ["logit", "probit"])
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
 def test_tilted_moments_and_predictive_density_match_adaptive_quadrature(link, alpha):
-    # α = 1 over every precision; α = ½ (the same code with a tempered likelihood) at two
-    for phi in ((0.5, 5.0, 50.0, 500.0) if alpha == 1.0 else (5.0, 500.0)):
+    # α = 1 over the precisions; α = ½ (the same code with a tempered likelihood) at two
+    for phi in ((0.5, 50.0, 500.0) if alpha == 1.0 else (5.0, 500.0)):
         lik = Beta(precision=phi, link=link)
         # not a sharp prior (v = 0.01) under φ = 500, where the tilted distribution can have two
         # modes (class docstring)
