@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..distributed import is_distributed
 from ..features.inducing_points import InducingPoints
-from ..objectives.online import Summary
+from ..objectives.online import Summary, summarise
 from ..parameters import Parameterised
 from ..posteriors import SparsePosterior
 from ..runtime.config import PARAMETER_DTYPE
@@ -91,19 +91,26 @@ def summary_sizes(summary: Summary) -> dict[str, int]:
     return {"old_inducing": int(summary.T.shape[0]), "rank": int(summary.T.shape[1])}
 
 
-def summarised_posterior(model: Any, kind: str) -> SparsePosterior:
-    """The posterior q(a) of `model` that `update` summarises (after the model's own checks),
-    or a clear error: inducing points, one process, and a current posterior in precision form
-    of one latent function (`kind` names it: "the collapsed posterior of one output")."""
+def check_streamable(model: Any) -> None:
+    """What every streaming update needs of the old model (after its own checks), or a clear
+    error: inducing points, a zero prior mean, one process."""
     if not isinstance(model.feature, InducingPoints):
         raise TypeError("streaming updates take a model with inducing points; this one has "
                         f"{type(model.feature).__name__} features")
     if model.prior_mean() is not None:
-        raise ValueError("streaming updates take a model with a zero prior mean (the summary "
-                         "holds f, not f minus a mean that the new batch would refit)")
+        raise ValueError("streaming updates take a model with a zero prior mean (the old "
+                         "posterior holds f, not f minus a mean that the new batch would refit)")
     if is_distributed():
         raise RuntimeError("streaming updates run in one process: torch.distributed is "
                            "initialised")
+
+
+def summary_of(model: Any, kind: str) -> Summary:
+    """The summary (`objectives.online.summarise`) of the posterior q(a) of `model` (after the
+    model's own checks), or a clear error: `check_streamable`, and a current posterior in
+    precision form of one latent function (`kind` names it: "the collapsed posterior of one
+    output")."""
+    check_streamable(model)
     try:
         post = model.posterior()
     except RuntimeError as err:
@@ -111,7 +118,7 @@ def summarised_posterior(model: Any, kind: str) -> SparsePosterior:
                          f"{err}") from None
     if not isinstance(post, SparsePosterior) or not post.q.precision or post.num_latent != 1:
         raise ValueError(f"update needs {kind}")
-    return post
+    return summarise(model.feature.locations(), post.L, post.q.root, post.q.mean)
 
 
 def check_fit_arguments(fit: Any, fit_options: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ whatever the new batch's moments: the summary is in those internal units.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -26,7 +26,6 @@ from ..objectives.online import (
     Summary,
     streaming_objective,
     streaming_posterior_q,
-    summarise,
 )
 from ..objectives.online_bounds import streaming_upper_bound
 from ..posteriors import Posterior, SparsePosterior
@@ -41,7 +40,7 @@ from .streamed import (
     Summarised,
     assemble,
     check_fit_arguments,
-    summarised_posterior,
+    summary_of,
     summary_sizes,
 )
 from .streaming_inducing import new_feature
@@ -154,11 +153,9 @@ def update(model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     exactly with jitter=0; the relative jitter on Kuu perturbs this at its own order (the
     new model sees f(Z_a), the old one f(Z_a) plus the jitter).
     """
-    post = _checked_posterior(model)
+    summary = _checked_summary(model)
     check_fit_arguments(fit, fit_options)
     X, y = _new_batch(model, X_new, y_new)
-    Z_old = cast(InducingPoints, post.feature).locations()  # checked: inducing points
-    summary = summarise(Z_old, post.L, post.q.root, post.q.mean)
     feature = new_feature(model, inducing_points, X, summary.Z)
     new = _assemble(model, X, y, feature, summary)
     if fit:
@@ -166,8 +163,8 @@ def update(model: SGPR, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     return new
 
 
-def _checked_posterior(model: Any) -> SparsePosterior:
-    """The posterior q(a) of `model` the summary is made from, or a clear error."""
+def _checked_summary(model: Any) -> Summary:
+    """The summary of the posterior q(a) of `model`, or a clear error."""
     if not isinstance(model, SGPR):
         raise TypeError(f"update takes a fitted SGPR; got {type(model).__name__}")
     if model.approximation not in STREAMING_APPROXIMATIONS or model.blocks is not None:
@@ -178,7 +175,7 @@ def _checked_posterior(model: Any) -> SparsePosterior:
         raise ValueError("streaming updates take a model of one output, y [N]")
     if model.heteroscedastic:
         raise ValueError("streaming updates take a model with one noise variance")
-    return summarised_posterior(model, "the collapsed posterior of one output (an SGPR's)")
+    return summary_of(model, "the collapsed posterior of one output (an SGPR's)")
 
 
 def _new_batch(model: SGPR, X_new: Any, y_new: Any) -> tuple[Tensor, Tensor]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -27,8 +27,7 @@ from ..diagnostics.latent import LatentDiagnostics, diagnose_latent
 from ..features.inducing_points import InducingPoints
 from ..likelihoods import Bernoulli
 from ..objectives.collapsed import Statistics, family
-from ..objectives.online import Summary, summarise, summary_statistics
-from ..posteriors import SparsePosterior
+from ..objectives.online import Summary, summary_statistics
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import as_tensor, check_finite, check_same_rows
 from .sgpc import SGPC
@@ -37,7 +36,7 @@ from .streamed import (
     Summarised,
     assemble,
     check_fit_arguments,
-    summarised_posterior,
+    summary_of,
     summary_sizes,
 )
 from .streaming_inducing import new_feature
@@ -125,11 +124,9 @@ def update(model: SGPC, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     is Power EP on the new batch with q_old(a) as the prior (the old data's sites are not
     revisited, so it differs slightly from the batch SGPC's posterior).
     """
-    post = _checked_posterior(model)
+    summary = _checked_summary(model)
     check_fit_arguments(fit, fit_options)
     X, y = _new_batch(model, X_new, y_new)
-    Z_old = cast(InducingPoints, model.feature).locations()
-    summary = summarise(Z_old, post.L, post.q.root, post.q.mean)
     feature = new_feature(model, inducing_points, X, summary.Z)
     new = _assemble(model, X, y, feature, summary)
     if fit:
@@ -139,11 +136,11 @@ def update(model: SGPC, X_new: Any, y_new: Any, inducing_points: Any = None, fit
     return new
 
 
-def _checked_posterior(model: Any) -> SparsePosterior:
-    """The posterior q(a) of `model` the summary is made from, or a clear error."""
+def _checked_summary(model: Any) -> Summary:
+    """The summary of the posterior q(a) of `model`, or a clear error."""
     if not isinstance(model, SGPC):
         raise TypeError(f"update takes an SGPC; got {type(model).__name__}")
-    return summarised_posterior(model, "the Power-EP posterior of one latent function (an "
+    return summary_of(model, "the Power-EP posterior of one latent function (an "
                                        "SGPC's)")
 
 

@@ -19,7 +19,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from .. import conditionals, distributed
+from .. import conditionals
 from ..diagnostics import Diagnostics, RegressionView, diagnose
 from ..diagnostics.latent import LatentDiagnostics, LatentView, diagnose_latent
 from ..features.inducing_points import InducingPoints
@@ -29,7 +29,7 @@ from ..objectives.online_bounds import streaming_upper_bound, summary_of_posteri
 from ..objectives.online_svgp import OldPosterior, old_posterior, streaming_elbo
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import check_same_rows
-from .streamed import Streamed, assemble, check_fit_arguments
+from .streamed import Streamed, assemble, check_fit_arguments, check_streamable
 from .streaming_inducing import new_feature
 from .svgp import SVGP
 
@@ -196,17 +196,9 @@ def update(model: SVGP, X_new: Any, y_new: Any, inducing_points: Any = None, fit
 def _check_model(model: Any) -> None:
     if not isinstance(model, SVGP):
         raise TypeError(f"update takes an SVGP; got {type(model).__name__}")
-    if not isinstance(model.feature, InducingPoints):
-        raise TypeError("streaming updates take a model with inducing points; this one has "
-                        f"{type(model.feature).__name__} features")
     if model.mixing_matrix is not None or model.num_outputs != 1:
         raise ValueError("streaming updates take a model of one output, y [N] (no mixing matrix)")
-    if model.prior_mean() is not None:
-        raise ValueError("streaming updates take a model with a zero prior mean (q(u) holds f, "
-                         "not f minus a mean that the new batch would refit)")
-    if distributed.is_distributed():
-        raise RuntimeError("streaming updates run in one process: torch.distributed is "
-                           "initialised")
+    check_streamable(model)
 
 
 def _assemble(model: SVGP, X: Tensor, y: Tensor, feature: InducingPoints,

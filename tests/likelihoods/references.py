@@ -107,6 +107,21 @@ def small_alpha_gaps(sgpc: Callable[[float], torch.nn.Module], svgp: Callable[[]
     return gaps
 
 
+def same_q_gaps(X: Any, y: Any, Z: Any, likelihood: Callable[[], Any]) -> list[float]:
+    """`small_alpha_gaps` of SGPCs and the SVGP on (X, y) with inducing inputs Z, a unit
+    squared-exponential kernel and `likelihood()`."""
+    import sparsegp as sg
+
+    def kernel() -> Any:
+        return sg.kernels.SquaredExponential(lengthscale=1.0, variance=1.0)
+
+    return small_alpha_gaps(
+        lambda alpha: sg.SGPC(X, y, kernel=kernel(), inducing_points=Z, alpha=alpha,
+                              likelihood=likelihood()),
+        lambda: sg.SVGP(X, y, kernel=kernel(), likelihood=likelihood(), inducing_points=Z,
+                        whiten=False))
+
+
 def check_gaps_shrink_as_alpha(gaps: list[float]) -> None:
     """The gaps at α = 0.1, 0.01, 0.001: small at the last, shrinking tenfold per step."""
     assert abs(gaps[-1]) < 0.02

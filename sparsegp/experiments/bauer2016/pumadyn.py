@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ...models import GPR, SGPR
-from ..shared.data import read_text_files
+from ..shared.data import read_text_files, seeded_rows
 from ..shared.datafolder import Missing, missing_files, skipped_for_data
 from ..shared.fitting import AS_GIVEN, copy_kernel, quiet_fit, se_kernel
 from ..shared.metrics import predictive_scores
@@ -57,9 +57,8 @@ def pumadyn(out: Path, cfg: Config, data_dir: Path) -> Section:
         return sec
     X, y, Xs, ys = load_pumadyn(folder)
     rng = np.random.default_rng(0)
-    if cfg.puma_train is not None and cfg.puma_train < X.shape[0]:
-        keep = rng.choice(X.shape[0], cfg.puma_train, replace=False)
-        X, y = X[keep], y[keep]
+    keep = seeded_rows(X.shape[0], cfg.puma_train, rng)
+    X, y = X[keep], y[keep]
     if cfg.puma_test is not None and cfg.puma_test < Xs.shape[0]:
         Xs, ys = Xs[: cfg.puma_test], ys[: cfg.puma_test]
     sec.description += f" Training points: {X.shape[0]}, test points: {Xs.shape[0]}."

@@ -37,6 +37,14 @@ def standardise(X: np.ndarray, y: np.ndarray, Xs: np.ndarray, ys: np.ndarray) ->
     return Problem((X - mx) / sx, (y - my) / sy, (Xs - mx) / sx, (ys - my) / sy)
 
 
+def seeded_rows(n_rows: int, n: int | None, rng: np.random.Generator) -> np.ndarray | slice:
+    """`n` of `n_rows` row indices drawn without replacement by `rng` (all rows, as a slice,
+    when `n` is None or not below `n_rows`)."""
+    if n is None or n >= n_rows:
+        return slice(None)
+    return rng.choice(n_rows, n, replace=False)
+
+
 def read_text_files(folder: Path, names: Sequence[str]) -> tuple[np.ndarray, ...]:
     """The whitespace-separated number files `names` in `folder` (gzip-compressed when they
     end in .gz), in float64, in the order given."""

@@ -27,7 +27,7 @@ import torch
 from ...features import SumOfDeltas
 from ...models import SGPR
 from ..shared.command import experiment_parser, run_with_data
-from ..shared.data import KIN40K_FILES, read_kin40k
+from ..shared.data import KIN40K_FILES, read_kin40k, seeded_rows
 from ..shared.datafolder import Missing, data_folder, missing_files, skipped_for_data
 from ..shared.fitting import AS_GIVEN, copy_kernel, quiet_fit
 from ..shared.fitting import se_kernel as se
@@ -70,12 +70,9 @@ def load_kin40k(folder: Path, cfg: Config) -> Data:
     """(X, y, Xs, ys) from the kin40k files in `folder`, subsampled (seeded) as `cfg` says."""
     X, y, Xs, ys = read_kin40k(folder)
     rng = np.random.default_rng(0)
-    if cfg.train is not None and cfg.train < X.shape[0]:
-        keep = rng.choice(X.shape[0], cfg.train, replace=False)
-        X, y = X[keep], y[keep]
-    if cfg.test is not None and cfg.test < Xs.shape[0]:
-        keep = rng.choice(Xs.shape[0], cfg.test, replace=False)
-        Xs, ys = Xs[keep], ys[keep]
+    keep = seeded_rows(X.shape[0], cfg.train, rng)
+    keep_test = seeded_rows(Xs.shape[0], cfg.test, rng)
+    X, y, Xs, ys = X[keep], y[keep], Xs[keep_test], ys[keep_test]
     return X, y.reshape(-1), Xs, ys.reshape(-1)
 
 
