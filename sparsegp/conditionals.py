@@ -115,12 +115,13 @@ def fold(L: Tensor, q: WhitenedGaussian) -> Folded:
     return Folded(solve_lower_t(L, q.mean), F, torch.sign(lam))
 
 
-def folded_conditional(Kus: Tensor, kff: Tensor, f: Folded, full_cov: bool = False
-                       ) -> tuple[Tensor, Tensor]:
+def folded_conditional(Kus: Tensor, kff: Tensor, f: Folded, full_cov: bool = False,
+                       out: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """`conditional` from the cross-covariances Kus [M, B] and the folded operators:
-    mean [B, C], variance [B, C] (or covariance [C, B, B])."""
+    mean [B, C], variance [B, C] (or covariance [C, B, B]); `out` [C, M, B]: where the
+    product F·Kus goes (scratch, overwritten)."""
     mean = Kus.mT @ f.w
-    V = f.F @ Kus  # [C, M, B]
+    V = f.F @ Kus if out is None else torch.matmul(f.F, Kus, out=out)  # [C, M, B]
     if full_cov:
         return mean, kff - V.mT @ (f.sign[..., None] * V)
     # Σ_m sign_m V_mb², squared in place where nothing differentiates V (no temporaries: at

@@ -31,7 +31,7 @@ from .conditionals import projected as conditionals_projected
 from .covariances import cross_covariance
 from .kernels.base import Kernel
 from .linalg import solve_lower, solve_lower_t
-from .runtime.chunking import auto_chunk_size, chunk_slices
+from .runtime.chunking import ChunkBuffers, auto_chunk_size, chunk_slices
 from .structured.grid import interpolate, interpolated_diag, kuu_matmul
 
 if TYPE_CHECKING:
@@ -103,8 +103,10 @@ class Posterior(ABC):
         return with_prior_mean(mean, self.mean(Xs).to(mean.dtype))
 
     @abstractmethod
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
-        """Mean and variance (or covariance) of f* at one block of inputs Xs."""
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
+        """Mean and variance (or covariance) of f* at one block of inputs Xs; `buffers`: the
+        pass's tensors to reuse for the block's large temporaries (None: fresh ones)."""
 
     @abstractmethod
     def _rows_per_chunk(self) -> int:
@@ -120,8 +122,9 @@ class Posterior(ABC):
         size = chunk_size or self._rows_per_chunk()
         mean: Tensor | None = None
         var: Tensor | None = None
+        buffers = ChunkBuffers()
         for s in chunk_slices(Xnew.shape[0], size):
-            m, v = self._block(Xnew[s], False)
+            m, v = self._block(Xnew[s], False, buffers)
             m = self._shifted(Xnew[s], m)
             if mean is None or var is None:  # both None until the first chunk
                 # Outputs allocated once, then filled: many small chunk results kept alive
@@ -189,17 +192,25 @@ class SparsePosterior(Posterior):
         return auto_chunk_size(self._kuf.width + M * self.num_latent, self.L.element_size(),
                                device=self.L.device)
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
         # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising
         # an acquisition function through the posterior)
-        Kus = (cov.Kuf(self.feature, self.kernel, Xs) if Xs.requires_grad or self.tracks
-               else self._kuf.value(Xs))
+        differentiable = Xs.requires_grad or self.tracks
+        if differentiable:
+            Kus = cov.Kuf(self.feature, self.kernel, Xs)
+        else:
+            shape = (self._kuf.num_inducing, Xs.shape[0])
+            Kus = self._kuf.value(Xs, None if buffers is None else buffers.get(
+                "Kus", shape, self._kuf.dtype, Xs.device))
         kff = self.kernel.K(Xs) if full_cov else self.kernel.K_diag(Xs)
         Kus = Kus.to(self.L.dtype)
         if self._folded is None:
             mean, var = conditional(solve_lower(self.L, Kus), kff, self.q, full_cov)
         else:
-            mean, var = folded_conditional(Kus, kff, self._folded, full_cov)
+            V = None if buffers is None or differentiable else buffers.get(
+                "V", (self._folded.F.shape[0], *Kus.shape), Kus.dtype, Kus.device)
+            mean, var = folded_conditional(Kus, kff, self._folded, full_cov, out=V)
         if self.num_latent == 1:
             return mean[:, 0], (var[0] if full_cov else var[:, 0])
         # outputs sharing one q(v) covariance (the collapsed family's P outputs) share F
@@ -253,7 +264,8 @@ class CoregionalPosterior(Posterior):
     def _whitened(self, Xs: Tensor) -> Tensor:
         return solve_lower(self.L, cov.Kuf(self.feature, self.kernel, Xs).to(self.L.dtype))
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
         kff = self.kernel.K(Xs) if full_cov else self.kernel.K_diag(Xs)
         return coregional_conditional(self.q, self.mixing, self._whitened(Xs), kff, full_cov)
 
@@ -289,8 +301,9 @@ class SeparatePosterior(Posterior):
     def _rows_per_chunk(self) -> int:
         return min(part._rows_per_chunk() for part in self.parts)
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
-        means, variances = zip(*(part._block(Xs, full_cov) for part in self.parts))
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
+        means, variances = zip(*(part._block(Xs, full_cov, buffers) for part in self.parts))
         return torch.stack(means, -1), torch.stack(variances, 0 if full_cov else -1)
 
     def state(self) -> dict[str, Any]:
@@ -333,7 +346,8 @@ class ExactPosterior(Posterior):
     def _rows_per_chunk(self) -> int:
         return auto_chunk_size(self.X.shape[0], self.L.element_size(), device=self.L.device)
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
         Kfs = self.kernel.K(self.X, Xs)  # [N, B]
         mean = Kfs.mT @ self.weights
         V = solve_lower(self.L, Kfs)
@@ -363,7 +377,8 @@ class FeaturePosterior(Posterior):
         return auto_chunk_size(self.basis.num_inducing, self.q.mean.element_size(),
                                device=self.q.mean.device)
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
         Phi = self.basis.features(Xs, self.kernel).to(self.q.mean.dtype)  # [K, B]
         if full_cov:
             SP = self.q.root_t_times(Phi)[0]  # [K, B]
@@ -406,7 +421,8 @@ class InterpolatedPosterior(Posterior):
     def _rows_per_chunk(self) -> int:
         return max(1, 2**22 // (4 ** len(self.sizes) * (1 + self.C.shape[1])))
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
         g = interpolate(Xs, self.start, self.spacing, self.sizes)
         mean = g.W @ self.a
         WC = g.W @ self.C

@@ -1,5 +1,6 @@
 """`sparsegp bench compare` at small sizes: one row per case and library, missing peers skipped
-with a message, finite objectives for sparsegp."""
+with a message, finite objectives for sparsegp, the same objective in every library for the
+exact GP, VFE and FITC, and a fraction of the GEMM rate where flops are counted."""
 
 from __future__ import annotations
 
@@ -20,11 +21,16 @@ def test_quick_run_gives_a_row_per_case_and_library(tmp_path, monkeypatch):
     assert [(r[0], r[3]) for r in rows] == expected
     for r in rows:
         if r[3] == "sparsegp" or _available(r[3]):
-            assert float(r[4]) > 0 and math.isfinite(float(r[6]))
+            assert float(r[4]) > 0 and math.isfinite(float(r[7]))
+            if r[0] in {"exact", "vfe", "fitc"}:  # flops counted: a fraction of the GEMM rate
+                assert r[6].endswith("%") and 0 < float(r[6][:-1]) < 1000
+            else:
+                assert r[6] == "—"
         else:
             assert r[4] == f"skipped: {r[3]} is not installed"
-    values = {(r[0], r[3]): float(r[6]) for r in rows if "skipped" not in r[4]}
-    for method in ("exact", "vfe"):  # the same objective in every library that ran it
+    values = {(r[0], r[3]): float(r[7]) for r in rows if "skipped" not in r[4]}
+    assert {m for m, _ in values} >= {"exact", "vfe", "fitc"}
+    for method in ("exact", "vfe", "fitc"):  # the same objective in every library that ran it
         for lib in ("gpytorch", "gpflow"):
             if (method, lib) in values:
                 ref = values[(method, "sparsegp")]

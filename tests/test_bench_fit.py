@@ -1,6 +1,8 @@
-"""`sparsegp bench fit`: its quick run writes a table, and "within 1%" is the first kept state
-whose scores are within 1% of the reference's."""
+"""`sparsegp bench fit`: its quick run writes a table, "within 1%" is the first kept state
+whose scores are within 1% of the reference's, and a peer's row says when sparsegp's default
+fit first scored as well as the peer's end."""
 
+import re
 import sys
 
 import numpy as np
@@ -10,13 +12,32 @@ from sparsegp.benchmarking import fit
 
 def test_the_quick_run_writes_its_table(tmp_path):
     out = tmp_path / "fit.md"
-    assert fit.main(["--quick", "--models", "SGPR (VFE)", "--out", str(out)]) == 0
+    assert fit.main(["--quick", "--models", "SGPR (VFE),GPyTorch", "--out", str(out)]) == 0
     text = out.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| friedman1 | 2000 | SGPR"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert int(cells[4]) >= 1 and "it." in cells[5]  # iterations; reached within 1%
     rmse, ref = (float(v) for v in cells[6].split(","))
     assert abs(rmse - ref) <= 0.01 * ref  # the default fit ends within 1% here
+    assert cells[9] == ""  # the column for the peers' rows
+    peer = next(line for line in text.splitlines() if line.startswith("| friedman1 | 2000 | GPy"))
+    cells = [c.strip() for c in peer.strip("|").split("|")]
+    assert cells[9] == "not reached" or re.fullmatch(r"\d+\.\d \(it\. \d+\)", cells[9])
+
+
+def test_the_state_at_given_scores_is_the_first_that_scores_as_well():
+    case = fit.standard_cases(quick=True)[0]
+    model = fit.regression_models(quick=True)["SGPR (VFE)"](case.X[:300], case.y[:300])
+    _, trace = fit.traced_fit(model, maxiter=40)
+    model.load_state_dict(trace.states[12])
+    target = fit.scores(model, case)
+    seconds, at = fit.first_state(model, case, trace,
+                                  lambda p, n: p <= target[0] and n <= target[1])
+    assert at is not None and at <= 12 and seconds == trace.seconds[at]
+    for i in range(at + 1):
+        model.load_state_dict(trace.states[i])
+        p, n = fit.scores(model, case)
+        assert (p <= target[0] and n <= target[1]) == (i == at)
 
 
 def test_within_one_percent_is_the_first_good_state():

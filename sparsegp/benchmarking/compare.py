@@ -1,15 +1,21 @@
 """`sparsegp bench compare`: sparsegp and its peers side by side on the same data.
 
-For each case — the exact GP, VFE (SGPR), random Fourier features, the sparse spectrum GP and
-KISS-GP — one evaluation of the objective and its gradient at the same hyperparameters is timed
-in a fresh process per library, the libraries taking turns round by round (interleaved, so a
-change of the machine's load hits all of them); the table gives the median seconds, the ratio
-to sparsegp, each process's peak memory above its baseline, and the objective values. Peers:
-GPyTorch (exact GP, SGPR's InducingPointKernel, RFFKernel, GridInterpolationKernel) and GPflow
-(GPR, SGPR) where installed — a missing peer is skipped with a message. The exact GP and VFE
-are the same numbers in every library (their values must agree); RFF draws different random
-frequencies in each library and KISS-GP uses different grids and stochastic estimators, so
-their values only come close. SSGP has no peer.
+For each case — the exact GP, VFE, FITC and Power EP (α = ½) (SGPR), random Fourier features,
+the sparse spectrum GP and KISS-GP — one evaluation of the objective and its gradient at the
+same hyperparameters is timed in a fresh process per library, the libraries taking turns round
+by round (interleaved, so a change of the machine's load hits all of them); the table gives the
+median seconds, the ratio to sparsegp, the fraction of the machine's GEMM rate, each process's
+peak memory above its baseline, and the objective values. The data are those of `bench speed`
+(D = 8 standard normal inputs, a squared-exponential ARD kernel with lengthscales 2, noise
+0.1; D = 1 for KISS-GP). "of GEMM" counts N³ flops for the exact GP (Cholesky and inverse),
+3·N·M² for VFE and 6·N·M² for FITC and Power EP, and divides their rate by that of a float64
+product timed in the same process right before the timed evaluation (M×B by B×M, B the chunk
+size, for the sparse methods; 2048² by 2048² for the exact GP). Peers: GPyTorch (exact GP,
+SGPR's InducingPointKernel, RFFKernel, GridInterpolationKernel) and GPflow (GPR, SGPR,
+GPRFITC) where installed — a missing peer is skipped with a message. The exact GP, VFE and
+FITC are the same numbers in every library (their values must agree); RFF draws different
+random frequencies in each library and KISS-GP uses different grids and stochastic
+estimators, so their values only come close. SSGP and Power EP have no peer.
 """
 
 from __future__ import annotations
@@ -21,29 +27,63 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .speed import _gb, _peak_rss, _run, _synchronise, bench_parser, machine, parse_bench_args, report
+from .speed import (
+    METHODS,
+    _gb,
+    _gemm_seconds,
+    _peak_rss,
+    _problem,
+    _run,
+    _synchronise,
+    bench_parser,
+    machine,
+    parse_bench_args,
+    report,
+)
 
 if TYPE_CHECKING:
     from ..models.regression import GPModel
 
 #: (method, N, size): size is M inducing points, R spectral pairs or G grid points.
 FULL_CASES = [("exact", 2_000, 0), ("exact", 5_000, 0), ("vfe", 10_000, 500),
-              ("vfe", 100_000, 500), ("rff", 10_000, 250), ("ssgp", 10_000, 250),
-              ("ski", 10_000, 1000), ("ski", 100_000, 5000)]
-QUICK_CASES = [("exact", 500, 0), ("vfe", 2_000, 50), ("rff", 2_000, 25), ("ski", 2_000, 200)]
+              ("vfe", 100_000, 500), ("fitc", 100_000, 500), ("pep", 100_000, 500),
+              ("rff", 10_000, 250), ("ssgp", 10_000, 250), ("ski", 10_000, 1000),
+              ("ski", 100_000, 5000)]
+QUICK_CASES = [("exact", 500, 0), ("vfe", 2_000, 50), ("fitc", 2_000, 50), ("rff", 2_000, 25),
+               ("ski", 2_000, 200)]
 LIBRARIES = ("sparsegp", "gpytorch", "gpflow")
-PEERS = {"gpytorch": {"exact", "vfe", "rff", "ski"}, "gpflow": {"exact", "vfe"}}
-LENGTHSCALE, VARIANCE, NOISE = 0.5, 1.0, 0.01
+PEERS = {"gpytorch": {"exact", "vfe", "rff", "ski"}, "gpflow": {"exact", "vfe", "fitc"}}
+LENGTHSCALE, VARIANCE, NOISE = 2.0, 1.0, 0.1
+#: the exact GP's reference product: SQUARE × SQUARE by SQUARE × SQUARE
+SQUARE = 2048
 
 
 def _data(method: str, N: int):
+    X, y, _ = _problem(N, 0)
+    return (X[:, :1], y) if method == "ski" else (X, y)
+
+
+def counted_flops(method: str, N: int, size: int) -> float | None:
+    """The flops the "of GEMM" column counts (None: no count for this method)."""
+    if method == "exact":
+        return float(N) ** 3
+    if method in METHODS:
+        return METHODS[method][2] * float(N) * size * size
+    return None
+
+
+def gemm_rate(method: str, N: int, size: int, device: str) -> float:
+    """Flops per second of the reference product of `method` (module docstring), best of 3."""
     import torch
 
-    D = 1 if method == "ski" else 4
-    g = torch.Generator().manual_seed(0)
-    X = 3 * torch.rand(N, D, generator=g, dtype=torch.float64)
-    y = torch.sin(2 * X).sum(1) + 0.1 * torch.randn(N, generator=g, dtype=torch.float64)
-    return X, y
+    if method == "exact":
+        m = b = SQUARE
+    else:
+        from ..runtime.chunking import auto_chunk_size
+
+        m = size
+        b = min(N, auto_chunk_size(size, 8, device=torch.device(device)))
+    return 2.0 * m * m * b / _gemm_seconds(m, b, device)
 
 
 def _sparsegp(method: str, X, y, size: int):
@@ -57,9 +97,10 @@ def _sparsegp(method: str, X, y, size: int):
     # y as given (standardize_y=False): the peers' objectives at the same values
     if method == "exact":
         model = sg.GPR(X, y, kernel=kernel, noise_variance=NOISE, standardize_y=False)
-    elif method == "vfe":
+    elif method in METHODS:
+        approximation, alpha, _ = METHODS[method]
         model = sg.SGPR(X, y, kernel=kernel, inducing_points=X[:size], noise_variance=NOISE,
-                        standardize_y=False)
+                        approximation=approximation, alpha=alpha, standardize_y=False)
     elif method in ("rff", "ssgp"):
         model = (sg.RFF if method == "rff" else sg.SSGP)(X, y, kernel=kernel, num_features=size,
                                                          noise_variance=NOISE,
@@ -123,10 +164,11 @@ def _gpytorch(method: str, X, y, size: int):
     return step
 
 
-def gpflow_model(X, y, lengthscales, variance: float, noise_variance: float, inducing=None):
-    """GPflow's GPR, or its SGPR (VFE) on the inducing inputs `inducing` [M, D], with a squared
-    exponential kernel at these values, on X [N, D] and y [N] in float64 (also `sparsegp bench
-    fit`'s GPflow row)."""
+def gpflow_model(X, y, lengthscales, variance: float, noise_variance: float, inducing=None,
+                 fitc: bool = False):
+    """GPflow's GPR, or its SGPR (VFE; GPRFITC with `fitc`) on the inducing inputs `inducing`
+    [M, D], with a squared exponential kernel at these values, on X [N, D] and y [N] in
+    float64 (also `sparsegp bench fit`'s GPflow row)."""
     import gpflow
     import numpy as np
 
@@ -135,9 +177,9 @@ def gpflow_model(X, y, lengthscales, variance: float, noise_variance: float, ind
         lengthscales=np.asarray(lengthscales, dtype=np.float64), variance=np.float64(variance))
     if inducing is None:
         return gpflow.models.GPR(data, kernel=kernel, noise_variance=np.float64(noise_variance))
-    return gpflow.models.SGPR(data, kernel=kernel,
-                              inducing_variable=np.array(inducing, dtype=np.float64),
-                              noise_variance=np.float64(noise_variance))
+    sparse = gpflow.models.GPRFITC if fitc else gpflow.models.SGPR
+    return sparse(data, kernel=kernel, inducing_variable=np.array(inducing, dtype=np.float64),
+                  noise_variance=np.float64(noise_variance))
 
 
 def _gpflow(method: str, X, y, size: int):
@@ -145,7 +187,7 @@ def _gpflow(method: str, X, y, size: int):
 
     Xn, yn = X.cpu().numpy(), y.cpu().numpy()  # TensorFlow places them itself
     model = gpflow_model(Xn, yn, [LENGTHSCALE] * X.shape[1], VARIANCE, NOISE,
-                         None if method == "exact" else Xn[:size])
+                         None if method == "exact" else Xn[:size], fitc=method == "fitc")
 
     def step() -> float:
         with tf.GradientTape() as tape:
@@ -163,11 +205,15 @@ def worker(spec: dict) -> dict:
     step = {"sparsegp": _sparsegp, "gpytorch": _gpytorch, "gpflow": _gpflow}[library](
         method, X, y, size)
     step()  # warm-up
+    flops = counted_flops(method, N, size)
+    rate = gemm_rate(method, N, size, device) if flops is not None else None
     _synchronise(device)
     t = time.perf_counter()
     value = step()  # float(...) of the objective waits for the device
     _synchronise(device)
-    return {**spec, "seconds": time.perf_counter() - t, "value": value,
+    seconds = time.perf_counter() - t
+    return {**spec, "seconds": seconds, "value": value,
+            "of_gemm": None if rate is None or flops is None else flops / seconds / rate,
             "above_baseline_bytes": _peak_rss(device) - baseline}
 
 
@@ -178,25 +224,26 @@ def _available(library: str) -> bool:
 
 
 def format_results(rows: list[dict]) -> str:
-    lines = ["| method | N | M / R / G | library | seconds (median) | × sparsegp | objective | "
-             "memory above baseline GB |", "|---|---:|---:|---|---:|---:|---:|---:|"]
+    lines = ["| method | N | M / R / G | library | seconds (median) | × sparsegp | of GEMM | "
+             "objective | memory above baseline GB |", "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     base = {(r["method"], r["N"]): r["seconds"] for r in rows
             if r["library"] == "sparsegp" and "seconds" in r}
     for r in rows:
         head = f"| {r['method']} | {r['N']:,} | {r['size'] or '—'} | {r['library']} | "
         if "seconds" not in r:
-            lines.append(head + f"{r.get('skipped') or 'failed: ' + r.get('error', '')} | | | |")
+            lines.append(head + f"{r.get('skipped') or 'failed: ' + r.get('error', '')} | | | | |")
             continue
         ratio = r["seconds"] / base.get((r["method"], r["N"]), float("nan"))
-        lines.append(head + f"{r['seconds']:.3f} | {ratio:.2f} | {r['value']:.3f} | "
+        of_gemm = "—" if r.get("of_gemm") is None else f"{r['of_gemm']:.0%}"
+        lines.append(head + f"{r['seconds']:.3f} | {ratio:.2f} | {of_gemm} | {r['value']:.3f} | "
                      f"{_gb(r['above_baseline_bytes'])} |")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = bench_parser("sparsegp bench compare", __doc__, 3)
-    parser.add_argument("--methods", default="exact,vfe,rff,ssgp,ski",
-                        help="comma-separated subset of exact, vfe, rff, ssgp, ski")
+    parser.add_argument("--methods", default="exact,vfe,fitc,pep,rff,ssgp,ski",
+                        help="comma-separated subset of exact, vfe, fitc, pep, rff, ssgp, ski")
     parser.add_argument("--device", default="cpu", help="torch device for sparsegp and "
                         "GPyTorch, e.g. cuda (GPflow: wherever TensorFlow puts it)")
     args = parse_bench_args(parser, argv)
@@ -223,7 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for lib in libraries:
             done = [r for r in runs[lib] if "seconds" in r]
             if done:
+                fractions = [r["of_gemm"] for r in done if r.get("of_gemm") is not None]
                 row = {**done[-1], "seconds": statistics.median(r["seconds"] for r in done),
+                       "of_gemm": statistics.median(fractions) if fractions else None,
                        "above_baseline_bytes": max(r["above_baseline_bytes"] for r in done)}
             else:
                 row = runs[lib][-1]

@@ -50,7 +50,7 @@ from ..objectives.conditioning import (
     new_point_terms,
 )
 from ..posteriors import ExactPosterior, Posterior, SparsePosterior, frozen, frozen_copy, tracking
-from ..runtime.chunking import auto_chunk_size
+from ..runtime.chunking import ChunkBuffers, auto_chunk_size
 from ..runtime.config import PARAMETER_DTYPE
 from ..validation import as_tensor, check_finite
 from .state import state_key
@@ -327,7 +327,8 @@ class ConditionedExactPosterior(ExactPosterior):
         return auto_chunk_size(self.X.shape[0], self.factor.L0.element_size(),
                                device=self.factor.L0.device)
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
         Kfs = self.kernel.K(self.X, Xs)  # [N, B]
         mean = Kfs.mT @ self.weights
         V = self.factor.solve(Kfs)
@@ -345,8 +346,9 @@ class FantasySparsePosterior(SparsePosterior):
     """The collapsed family's posterior with F sets of targets sharing q(v)'s covariance
     (q.mean [M, F]): predictions [B, F] (covariances [F, B, B]) for every F, one included."""
 
-    def _block(self, Xs: Tensor, full_cov: bool) -> tuple[Tensor, Tensor]:
-        mean, var = super()._block(Xs, full_cov)
+    def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
+               ) -> tuple[Tensor, Tensor]:
+        mean, var = super()._block(Xs, full_cov, buffers)
         if mean.dim() == 1:  # one fantasy: SparsePosterior drops the column
             return mean[:, None], (var[None] if full_cov else var[:, None])
         return mean, var

@@ -177,7 +177,8 @@ def output_parts(p: CollapsedProblem) -> list[tuple[list[int] | None, CollapsedP
 def statistics(p: CollapsedProblem, L: Tensor, unwhitened: bool = False) -> Statistics:
     """The sums of docs/math.md §2 for the problem's family member (L = chol(Kuu)), streamed over
     chunks of the data and, when the data are sharded, over processes (see `streaming`).
-    `unwhitened`: VFE's and DTC's sums may be whitened once instead of chunk by chunk where
+    `unwhitened`: VFE's and DTC's sums may be whitened once instead of chunk by chunk, and
+    FITC's and Power EP's gradient computed without a triangular solve per chunk, where
     `statistics.unwhitened_is_safe` says that is accurate (the objective's path; the upper
     bound, steep in Σ k_nn − tr Q, and the posterior keep the per-chunk whitening)."""
     kuf = cross_covariance(p.feature, p.kernel, p.compute_dtype)
@@ -202,13 +203,13 @@ def statistics(p: CollapsedProblem, L: Tensor, unwhitened: bool = False) -> Stat
         stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
         return Statistics._make((*streamed_sum(stream, p.X, y, size, p.noise,
                                                over_ranks=p.sharded), n))
-    if p.fam.mode == "pep":
-        assert p.fam.alpha is not None  # Power EP's members have their power
-        stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns)
-        return Statistics._make((*streamed_sum(stream, p.X, y, size, over_ranks=p.sharded), n))
-    # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
     # whitened once instead of chunk by chunk where that is accurate (`unwhitened_is_safe`)
     whiten = not (unwhitened and unwhitened_is_safe(L, kuf, p.X, p.noise, n))
+    if p.fam.mode == "pep":
+        assert p.fam.alpha is not None  # Power EP's members have their power
+        stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns, whiten)
+        return Statistics._make((*streamed_sum(stream, p.X, y, size, over_ranks=p.sharded), n))
+    # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
     Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns, whiten), p.X, y, size,
                                 over_ranks=p.sharded)
     s_d = kd - torch.diagonal(Q).sum()

@@ -6,7 +6,9 @@
   triangle only.
 * `PowerEPStream` (FITC, PEP): with a = L⁻¹Kuf, d = kdiag − ‖a_n‖², λ = αd + σ², β = 1/λ:
   A = Σ β a aᵀ, c = Σ β y a, Σ β y², Σ log λ, Σ d, (1−α)/α Σ log(1 + αd/σ²) — one triangular
-  solve and one augmented Gram product of [a√β; (y√β)ᵀ] per chunk.
+  solve and one augmented Gram product of [a√β; (y√β)ᵀ] per chunk; the backward pass either
+  recomputes a (a solve) and applies L⁻ᵀ per chunk (another), or, where `unwhitened_is_safe`,
+  multiplies Kuf by [L⁻ᵀGL⁻¹; Kuu⁻¹] formed once (one product, no solve per chunk).
 
 The backward passes recompute each chunk and apply the chain rule by hand (derivations in the
 method docstrings); the tests check them against autograd.
@@ -159,8 +161,9 @@ class WhitenedStream(Stream):
 
     def _chunk(self, Xb: Tensor, yb: Tensor, whiten: bool) -> tuple[Tensor, Tensor]:
         """Kuf_b and [a; Yᵀ] (whiten) or [Kuf_b; Yᵀ] in one [M + P, B] buffer."""
-        KY = torch.empty(self.M + self.P, Xb.shape[0], dtype=self.kuf.dtype, device=Xb.device)
-        K = self.kuf.value(Xb) if whiten else self.kuf.value(Xb, out=KY[: self.M])
+        B = Xb.shape[0]
+        KY = self.buffer("KY", (self.M + self.P, B), self.L)
+        K = self.kuf.value(Xb, self.buffer("K", (self.M, B), self.L) if whiten else KY[: self.M])
         if whiten:
             torch.linalg.solve_triangular(self.L, K, upper=False, out=KY[: self.M])
         KY[self.M:] = yb.mT if yb.dim() == 2 else yb
@@ -209,7 +212,7 @@ class WhitenedStream(Stream):
     def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]
                    ) -> Tensor | None:
         K, AY = self._chunk(Xb, yb, whiten=self.whiten)
-        gK = self._H @ AY
+        gK = torch.mm(self._H, AY, out=self.buffer("gK", (self.M, AY.shape[1]), AY))
         self.kuf.grad_chunk(gacc, Xb, K, gK, self._gkd.expand(Xb.shape[0]))
         if not self.want_y:
             return None
@@ -232,8 +235,9 @@ class PowerEPStream(Stream):
     s_pen = (1−α)/α Σ log(1 + α d_n/σ²) (the penalty's weight folded in)."""
 
     def __init__(self, kuf: CrossCovariance, L: Tensor, noise: Tensor, alpha: float,
-                 acc_dtype: torch.dtype, columns: int = 0) -> None:
+                 acc_dtype: torch.dtype, columns: int = 0, whiten: bool = True) -> None:
         self.kuf, self.alpha, self.acc_dtype = kuf, alpha, acc_dtype
+        self.whiten = bool(whiten)  # False: the backward pass of `grad_chunk_unwhitened`
         self.weight = (1.0 - alpha) / alpha  # of the penalty
         self.inputs = (*kuf.inputs, L, noise)
         self.M = kuf.num_inducing
@@ -243,8 +247,9 @@ class PowerEPStream(Stream):
 
     def _chunk(self, Xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """K = Kuf, [a; Yᵀ] with a = L⁻¹K (one buffer), raw d, clipped d and λ = αd + σ²."""
-        K = self.kuf.value(Xb)
-        AY = torch.empty(self.M + self.P, K.shape[1], dtype=K.dtype, device=K.device)
+        B = Xb.shape[0]
+        K = self.kuf.value(Xb, self.buffer("K", (self.M, B), self.L))
+        AY = self.buffer("AY", (self.M + self.P, B), K)
         a = torch.linalg.solve_triangular(self.L, K, upper=False, out=AY[: self.M])
         AY[self.M:] = yb.mT if yb.dim() == 2 else yb
         raw = self.kuf.kdiag(Xb) - (a * a).sum(0)
@@ -279,8 +284,15 @@ class PowerEPStream(Stream):
         self._G = torch.cat([gA + gA.mT, gc], 1)  # [M, M + P]
         self._gc, self._gsy, self._gsl, self._gsd = gc, gsy, gsl, gsd
         self._gsp = self.weight * gsp  # ∂/∂ Σ log(1 + αd/σ²)
-        self._Sd = torch.zeros_like(self.L)  # Σ ∂d_n a_n a_nᵀ (lower triangle)
+        self._Sd = torch.zeros_like(self.L)  # Σ ∂d_n a_n a_nᵀ (lower triangle; unwhitened: k_n)
         self._gnoise = torch.zeros_like(self.noise)
+        if not self.whiten:
+            # [L⁻ᵀGL⁻¹; Kuu⁻¹] [2M, M] and L⁻ᵀgc [M, P], formed once
+            L = self.L
+            HG = torch.linalg.solve_triangular(L.mT, self._G[:, : self.M], upper=True)
+            H = torch.linalg.solve_triangular(L.mT, HG.mT, upper=True)
+            self._HW = torch.cat([0.5 * (H + H.mT), torch.cholesky_inverse(L)], 0)
+            self._hc = torch.linalg.solve_triangular(L.mT, gc, upper=True)
         return self.kuf.grad_zeros()
 
     def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]
@@ -294,10 +306,12 @@ class PowerEPStream(Stream):
         where Σ ∂a aᵀ = (gA + gAᵀ)A + gc cᵀ − 2 Σ ∂d_n a_n a_nᵀ needs only the last, symmetric,
         sum per chunk (lower triangle).
         """
+        if not self.whiten:
+            return self.grad_chunk_unwhitened(gacc, Xb, yb)
         K, AY, raw, d, lam = self._chunk(Xb, yb)
         a, y = AY[: self.M], AY[self.M:]  # y [P, B]
         beta = 1.0 / lam
-        T = self._G @ AY  # [M, B]
+        T = torch.mm(self._G, AY, out=self.buffer("T", (self.M, AY.shape[1]), AY))  # [M, B]
         ga_dot = (a * T).sum(0)
         ca = self._gc.mT @ a  # [P, B]
         g_beta = 0.5 * (ga_dot + (y * ca).sum(0)) + self._gsy * (y * y).sum(0)
@@ -314,11 +328,42 @@ class PowerEPStream(Stream):
         gy = beta * (ca + 2.0 * self._gsy * y)
         return (gy.mT if yb.dim() == 2 else gy[0]).to(yb.dtype)
 
+    def grad_chunk_unwhitened(self, gacc: list, Xb: Tensor, yb: Tensor) -> Tensor | None:
+        """`grad_chunk` without a solve per chunk: with H = L⁻ᵀGL⁻¹ and W = Kuu⁻¹ (G = gA + gAᵀ),
+        aᵀGa = kᵀHk, ‖a‖² = kᵀWk, gcᵀa = (L⁻ᵀgc)ᵀk and ∂K = L⁻ᵀ∂a = β(HK + L⁻ᵀgc yᵀ) − 2WK∂d;
+        Σ ∂d a aᵀ = L⁻¹(Σ ∂d k kᵀ)L⁻ᵀ, whitened in `grad_finish`. Rounding grows with
+        cond(Kuu)² in H and W: used where `unwhitened_is_safe`."""
+        B = Xb.shape[0]
+        K = self.kuf.value(Xb, self.buffer("K", (self.M, B), self.L))
+        y = yb.mT if yb.dim() == 2 else yb[None]  # [P, B]
+        HK, WK = torch.mm(self._HW, K, out=self.buffer("HWK", (2 * self.M, B), K)).split(self.M)
+        raw = self.kuf.kdiag(Xb) - (K * WK).sum(0)
+        d = raw.clamp_min(0.0)
+        beta = 1.0 / (self.alpha * d + self.noise)
+        ca = self._hc.mT @ K  # [P, B]
+        g_beta = 0.5 * (K * HK).sum(0) + (y * ca).sum(0) + self._gsy * (y * y).sum(0)
+        g_lam = -beta * beta * g_beta + self._gsl * beta
+        shifted = self.noise + self.alpha * d
+        g_d = (self.alpha * g_lam + self._gsd + self._gsp * self.alpha / shifted) * (raw >= 0)
+        self._gnoise.add_(g_lam.sum() - self._gsp * (self.alpha * d / (self.noise * shifted)).sum())
+        add_products_lower_(self._Sd, K * g_d, K)
+        gK = HK.addmm_(self._hc, y).mul_(beta).addcmul_(WK, g_d, value=-2.0)
+        self.kuf.grad_chunk(gacc, Xb, K, gK, g_d)
+        if not self.want_y:
+            return None
+        gy = beta * (ca + 2.0 * self._gsy * y)
+        return (gy.mT if yb.dim() == 2 else gy[0]).to(yb.dtype)
+
     def grad_finish(self, gacc: list, grads: Sequence[Tensor]) -> list:
         M = self.M
         AA = self._AA.to(self.kuf.dtype)
         ga_a = self._G[:, :M] @ AA[:M, :M] + self._gc @ AA[M:, :M]
-        ga_a -= 2.0 * symmetric_from_lower(self._Sd)
+        Sd = symmetric_from_lower(self._Sd)
+        if not self.whiten:  # L⁻¹ (Σ ∂d k kᵀ) L⁻ᵀ
+            left = torch.linalg.solve_triangular(self.L, Sd, upper=False)
+            Sd = torch.linalg.solve_triangular(self.L, left.mT, upper=False)
+            Sd = 0.5 * (Sd + Sd.mT)
+        ga_a -= 2.0 * Sd
         gL = -torch.linalg.solve_triangular(self.L.mT, ga_a, upper=True).tril()
         L, noise = self.inputs[-2], self.inputs[-1]
         return [*self.kuf.grad_finish(gacc), gL.to(L.dtype), self._gnoise.to(noise.dtype)]

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .. import distributed
 from ..autograd import first_order
-from ..runtime.chunking import chunk_slices
+from ..runtime.chunking import ChunkBuffers, chunk_slices
 
 _WHAT = ("objectives built from streamed sums (SGPR's VFE/DTC/FITC/Power EP and their "
          "block variants, the Titsias bound, the GP-LVM, GP-SSM and RFF/SSGP bounds)")
@@ -47,6 +47,14 @@ class Stream(ABC):
     want_y: bool = False  # set by the backward pass: grad_chunk returns ∂y
     want_columns: tuple[bool, ...] = ()  # the same for (y, *extra)
     backward_follows: bool = False  # set by `streamed_sum`: a backward pass will follow add()
+    _buffers: ChunkBuffers | None = None
+
+    def buffer(self, name: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
+        """A tensor of like's dtype and device reused from chunk to chunk of this evaluation,
+        forward and backward (`ChunkBuffers`; its values are the last chunk's)."""
+        if self._buffers is None:
+            self._buffers = ChunkBuffers()
+        return self._buffers.get(name, shape, like.dtype, like.device)
 
     @abstractmethod
     def zeros(self) -> list[Tensor]:
@@ -87,6 +95,8 @@ class _StreamedSum(torch.autograd.Function):
         for s in chunks:
             stream.add(acc, *(c[s] for c in columns))
         out = stream.finish(acc)
+        if not stream.backward_follows:
+            stream._buffers = None
         if over_ranks:
             distributed.all_reduce_(out, "the statistics of the objective")
         return out
@@ -118,6 +128,7 @@ class _StreamedSum(torch.autograd.Function):
                 if total is not None and part is not None:
                     total[s] = part
         result = stream.grad_finish(gacc, grads)
+        stream._buffers = None
         if ctx.over_ranks:
             distributed.all_reduce_([g for g in result if g is not None], "the gradient")
         return (None, None, None, None, None, *gcols, *result)

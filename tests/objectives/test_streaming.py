@@ -141,3 +141,25 @@ def test_predictions_in_chunks_equal_one_block():
         torch.testing.assert_close(var, var1, rtol=1e-12, atol=1e-13)
     _, cov = post.predict_f(Xs[:20], full_cov=True)
     torch.testing.assert_close(torch.diagonal(cov), var1[:20], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_a_stream_lets_go_of_its_chunk_buffers_when_its_passes_end(whiten):
+    from sparsegp.objectives.statistics import PowerEPStream, WhitenedStream
+    from sparsegp.objectives.streaming import streamed_sum
+
+    m = model("fitc", None)
+    for power_ep in (False, True):
+        kuf = covariances.cross_covariance(m.feature, m.kernel)
+        L = torch.linalg.cholesky(covariances.Kuu(m.feature, m.kernel)
+                                  + 1e-6 * torch.eye(m.num_inducing, dtype=torch.float64))
+        stream = (PowerEPStream(kuf, L, m.value("noise_variance"), 0.5, torch.float64, 0, whiten)
+                  if power_ep else WhitenedStream(kuf, L, torch.float64, 0, whiten))
+        with torch.no_grad():
+            streamed_sum(stream, m.X, m.y, 50)
+        assert stream._buffers is None  # no backward pass follows
+        sums = streamed_sum(stream, m.X, m.y, 50)
+        assert stream._buffers is not None  # held for the backward pass
+        torch.autograd.grad(sum(s.sum() for s in sums if s.requires_grad), kuf.inputs,
+                            allow_unused=True)
+        assert stream._buffers is None

@@ -1,5 +1,6 @@
-"""VFE's and DTC's sums whitened once (Σ Kuf Kfu, then L⁻¹·L⁻ᵀ) instead of chunk by chunk:
-taken only where `unwhitened_is_safe` says so, and then equal to the whitened sums."""
+"""VFE's and DTC's sums whitened once (Σ Kuf Kfu, then L⁻¹·L⁻ᵀ) instead of chunk by chunk, and
+FITC's and Power EP's gradient without a triangular solve per chunk (Kuf times L⁻ᵀGL⁻¹ and
+Kuu⁻¹): taken only where `unwhitened_is_safe` says so, and then equal to the whitened path."""
 
 from __future__ import annotations
 
@@ -22,23 +23,27 @@ def problem(n=3000, m=60, d=3, ls=1.0, noise=0.1, seed=0):
     return X, y, X[rng.choice(n, m, replace=False)]
 
 
+MEMBERS = {"vfe": ("vfe", None), "dtc": ("dtc", None), "fitc": ("fitc", None),
+           "pep": ("pep", 0.5)}
+
+
 def sgpr(X, y, Z, ls, noise, member="vfe", mean=None):
+    approximation, alpha = MEMBERS[member]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sg.JitterWarning)
         return sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=ls), mean=mean,
-                       inducing_points=Z, noise_variance=noise, approximation=member,
-                       standardize_y=False, chunk_size=700)
+                       inducing_points=Z, noise_variance=noise, approximation=approximation,
+                       alpha=alpha, standardize_y=False, chunk_size=700)
 
 
 def paths(monkeypatch):
-    """Record the `whiten` flag of every WhitenedStream built."""
+    """Record the `whiten` flag of every WhitenedStream and PowerEPStream built."""
     chosen = []
-    init = st.WhitenedStream.__init__
-
-    def spy(self, *args, **kw):
-        init(self, *args, **kw)
-        chosen.append(self.whiten)
-    monkeypatch.setattr(st.WhitenedStream, "__init__", spy)
+    for cls in (st.WhitenedStream, st.PowerEPStream):
+        def spy(self, *args, __init=cls.__init__, **kw):
+            __init(self, *args, **kw)
+            chosen.append(self.whiten)
+        monkeypatch.setattr(cls, "__init__", spy)
     return chosen
 
 
@@ -48,7 +53,7 @@ def loss_and_grads(m):
     return float(loss.detach()), torch.autograd.grad(loss, params)
 
 
-@pytest.mark.parametrize("member", ["vfe", "dtc"])
+@pytest.mark.parametrize("member", list(MEMBERS))
 def test_well_conditioned_unwhitened_path_agrees_with_the_whitened_one(monkeypatch, member):
     X, y, Z = problem()
     chosen = paths(monkeypatch)
@@ -87,6 +92,38 @@ def test_stream_sums_and_gradients_agree_for_several_outputs_and_differentiable_
         assert float((a - b).abs().max()) <= 1e-10 * max(1.0, float(b.abs().max()))
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_power_ep_gradients_agree_for_several_outputs_and_differentiable_targets(alpha):
+    """The same sums (the forward pass is shared) and, to rounding, the same gradients with
+    respect to the targets, chol(Kuu), the noise and the kernel's inputs; an inducing input on
+    a data point (d_n = 0, clipped) included."""
+    X, y, Z = (torch.tensor(a) for a in problem(n=900, m=25))
+    Y = torch.stack([y, y.sin(), 2.0 * y], 1).requires_grad_(True)
+    kernel = sg.kernels.SquaredExponential(lengthscale=[0.8, 1.0, 1.2])
+    feature = sg.features.InducingPoints(Z.clone())
+    L = torch.linalg.cholesky(sg.covariances.Kuu(feature, kernel)
+                              + 1e-8 * torch.eye(25, dtype=torch.float64))
+    L = L.detach().requires_grad_(True)
+    noise = torch.tensor(0.05, dtype=torch.float64, requires_grad=True)
+    g = torch.Generator().manual_seed(2)
+    weights = [torch.randn(25, 25, dtype=torch.float64, generator=g),
+               torch.randn(25, 3, dtype=torch.float64, generator=g),
+               *torch.randn(4, dtype=torch.float64, generator=g)]
+    results = []
+    for whiten in (True, False):
+        kuf = cross_covariance(feature, kernel)
+        stream = st.PowerEPStream(kuf, L, noise, alpha, torch.float64, 3, whiten)
+        sums = streamed_sum(stream, X, Y, 200)
+        value = sum((w * s).sum() for w, s in zip(weights, sums))
+        inputs = [Y, L, noise, *kuf.inputs]
+        results.append((sums, torch.autograd.grad(value, inputs)))
+    (sums_w, grads_w), (sums_u, grads_u) = results
+    for a, b in zip(sums_u, sums_w):
+        assert torch.equal(a, b)
+    for a, b in zip(grads_u, grads_w):
+        assert float((a - b).abs().max()) <= 1e-10 * max(1.0, float(b.abs().max()))
+
+
 def test_smooth_low_noise_data_take_the_whitened_path_and_fit(monkeypatch):
     """Long lengthscales and σ² = 1e-6 on 10⁴ points: whitened once, I + Q/σ² is far from
     positive definite; the objective takes the per-chunk whitening and stays finite."""
@@ -104,6 +141,9 @@ def test_smooth_low_noise_data_take_the_whitened_path_and_fit(monkeypatch):
     loss, grads = loss_and_grads(m)
     assert chosen == [False, True]  # the stream above, then the objective's
     assert np.isfinite(loss) and all(bool(torch.isfinite(g).all()) for g in grads)
+    fitc = sgpr(X, y, Z, [4.0, 6.0, 8.0], 1.01e-6, "fitc")
+    loss_and_grads(fitc)
+    assert chosen[-1] is True  # FITC's gradient keeps its solves per chunk here too
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit is stopped early on purpose
         m.fit(maxiter=5)

@@ -41,3 +41,15 @@ def test_cuda_chunks_come_from_the_free_memory_with_a_floor(monkeypatch, free_by
         assert rows == CUDA_MIN_CHUNK_ROWS
     # an explicit budget still wins on any device
     assert chunking.auto_chunk_size(1000, 8, budget=8 * 10**6, device="cuda") == 250
+
+
+def test_chunk_buffers_hand_back_the_same_tensor_until_the_shape_changes():
+    buffers = chunking.ChunkBuffers()
+    a = buffers.get("K", (5, 7), torch.float64, torch.device("cpu"))
+    assert buffers.get("K", (5, 7), torch.float64, torch.device("cpu")) is a
+    assert buffers.get("V", (5, 7), torch.float64, torch.device("cpu")) is not a  # by name
+    b = buffers.get("K", (5, 3), torch.float64, torch.device("cpu"))  # a shorter last chunk
+    assert b is not a and b.shape == (5, 3)
+    c = buffers.get("K", (5, 3), torch.float32, torch.device("cpu"))
+    assert c is not b and c.dtype == torch.float32
+    assert buffers.get("K", (5, 3), torch.float32, torch.device("cpu")) is c
