@@ -6,8 +6,12 @@ import re
 import sys
 
 import numpy as np
+import pytest
 
 from sparsegp.benchmarking import fit
+from sparsegp.experiments.shared.data import missing_uci
+
+from .conftest import TEST_DATA_DIR, no_data_reason
 
 
 def test_the_quick_run_writes_its_table(tmp_path):
@@ -65,3 +69,13 @@ def test_without_gpflow_its_row_is_left_out_with_the_reason(tmp_path, monkeypatc
     assert "its row is left out" in printed
     rows = [line for line in out.read_text().splitlines() if line.startswith("| friedman1 ")]
     assert [line.split("|")[3].strip() for line in rows] == ["SGPR (VFE)"]
+
+
+@pytest.mark.skipif(bool(missing_uci(TEST_DATA_DIR, (fit.UCI_SET,), 1)),
+                    reason=no_data_reason(f"uci/{fit.UCI_SET}"))
+def test_the_uci_case_is_split_zero_standardised_by_its_training_data():
+    case = next(c for c in fit.data_cases(TEST_DATA_DIR, quick=False) if c.name == fit.UCI_SET)
+    assert case.X.shape == (8611, 4) and case.Xs.shape == (957, 4)
+    np.testing.assert_allclose(case.X.mean(0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(case.y.std(), 1.0, rtol=1e-12)
+    assert abs(case.ys.mean()) < 0.2  # the test rows in the training rows' units
