@@ -1,21 +1,22 @@
 """`sparsegp bench compare`: sparsegp and its peers side by side on the same data.
 
-For each case — the exact GP, VFE, FITC and Power EP (α = ½) (SGPR), random Fourier features,
-the sparse spectrum GP and KISS-GP — one evaluation of the objective and its gradient at the
-same hyperparameters is timed in a fresh process per library, the libraries taking turns round
-by round (interleaved, so a change of the machine's load hits all of them); the table gives the
-median seconds, the ratio to sparsegp, the fraction of the machine's GEMM rate, each process's
-peak memory above its baseline, and the objective values. The data are those of `bench speed`
-(D = 8 standard normal inputs, a squared-exponential ARD kernel with lengthscales 2, noise
-0.1; D = 1 for KISS-GP). "of GEMM" counts N³ flops for the exact GP (Cholesky and inverse),
-3·N·M² for VFE and 6·N·M² for FITC and Power EP, and divides their rate by that of a float64
-product timed in the same process right before the timed evaluation (M×B by B×M, B the chunk
-size, for the sparse methods; 2048² by 2048² for the exact GP). Peers: GPyTorch (exact GP,
-SGPR's InducingPointKernel, RFFKernel, GridInterpolationKernel) and GPflow (GPR, SGPR,
-GPRFITC) where installed — a missing peer is skipped with a message. The exact GP, VFE and
-FITC are the same numbers in every library (their values must agree); RFF draws different
-random frequencies in each library and KISS-GP uses different grids and stochastic
-estimators, so their values only come close. SSGP and Power EP have no peer.
+For each case — the exact GP, VFE, FITC and Power EP (α = ½) (SGPR), random Fourier
+features, the sparse spectrum GP and KISS-GP — one evaluation of the objective and its
+gradient at the same hyperparameters is timed in a fresh process per library, the libraries
+taking turns round by round (interleaved, so a change of the machine's load hits all of
+them); the table gives the median seconds, the ratio to sparsegp, the fraction of the
+machine's GEMM rate, each process's peak memory above its baseline, and the objective
+values. The data are those of `bench speed` (D = 8 standard normal inputs, a squared-
+exponential ARD kernel with lengthscales 2, noise 0.1; D = 1 for KISS-GP). "of GEMM" counts
+N³ flops for the exact GP (Cholesky and inverse), 3·N·M² for VFE and 6·N·M² for FITC and
+Power EP, and divides their rate by that of a float64 product timed in the same process
+right before the timed evaluation (M×B by B×M, B the chunk size, for the sparse methods; S ×
+S by S × S, S = min(2048, N), for the exact GP). Peers: GPyTorch (exact GP, SGPR's
+InducingPointKernel, RFFKernel, GridInterpolationKernel) and GPflow (GPR, SGPR, GPRFITC)
+where installed — a missing peer is skipped with a message. The exact GP, VFE and FITC are
+the same numbers in every library (their values must agree); RFF draws different random
+frequencies in each library and KISS-GP uses different grids and stochastic estimators, so
+their values only come close. SSGP and Power EP have no peer.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ QUICK_CASES = [("exact", 500, 0), ("vfe", 2_000, 50), ("fitc", 2_000, 50), ("rff
 LIBRARIES = ("sparsegp", "gpytorch", "gpflow")
 PEERS = {"gpytorch": {"exact", "vfe", "rff", "ski"}, "gpflow": {"exact", "vfe", "fitc"}}
 LENGTHSCALE, VARIANCE, NOISE = 2.0, 1.0, 0.1
-#: the exact GP's reference product: SQUARE × SQUARE by SQUARE × SQUARE
+#: the exact GP's reference product: S × S by S × S with S = min(SQUARE, N)
 SQUARE = 2048
 
 
@@ -77,7 +78,7 @@ def gemm_rate(method: str, N: int, size: int, device: str) -> float:
     import torch
 
     if method == "exact":
-        m = b = SQUARE
+        m = b = min(SQUARE, N)
     else:
         from ..runtime.chunking import auto_chunk_size
 
