@@ -6,12 +6,12 @@ gradient at the same hyperparameters is timed in a fresh process per library, th
 taking turns round by round (interleaved, so a change of the machine's load hits all of
 them); the table gives the median seconds, the ratio to sparsegp, the fraction of the
 machine's GEMM rate, each process's peak memory above its baseline, and the objective
-values. The data are those of `bench speed` (D = 8 standard normal inputs, a squared-
-exponential ARD kernel with lengthscales 2, noise 0.1; D = 1 for KISS-GP). "of GEMM" counts
-N³ flops for the exact GP (Cholesky and inverse), 3·N·M² for VFE and 6·N·M² for FITC and
-Power EP, and divides their rate by that of a float64 product timed in the same process
-right before the timed evaluation (M×B by B×M, B the chunk size, for the sparse methods; S ×
-S by S × S, S = min(2048, N), for the exact GP). Peers: GPyTorch (exact GP, SGPR's
+values. The data are those of `bench speed` (D = 8 standard normal inputs, a
+squared-exponential ARD kernel with lengthscales 2, noise 0.1; D = 1 for KISS-GP). "of GEMM"
+counts N³ flops for the exact GP (Cholesky and inverse), 3·N·M² for VFE and 6·N·M² for FITC
+and Power EP, and divides their rate by that of a float64 product timed in the same process
+right before the timed evaluation (M×B by B×M, B the chunk size, for the sparse methods; S×S
+by S×S, S = min(2048, N), for the exact GP). Peers: GPyTorch (exact GP, SGPR's
 InducingPointKernel, RFFKernel, GridInterpolationKernel) and GPflow (GPR, SGPR, GPRFITC)
 where installed — a missing peer is skipped with a message. The exact GP, VFE and FITC are
 the same numbers in every library (their values must agree); RFF draws different random
