@@ -68,14 +68,20 @@ def test_well_conditioned_unwhitened_path_agrees_with_the_whitened_one(monkeypat
         assert float((g - r).abs().max()) <= 1e-10 * max(1.0, float(r.abs().max()))
 
 
-def test_stream_sums_and_gradients_agree_for_several_outputs_and_differentiable_targets():
+def three_outputs():
+    """X [900, 3], three differentiable target columns Y, a kernel, 25 inducing inputs at
+    data points (d_n ≈ 0 there) and chol(Kuu) as a leaf that requires grad."""
     X, y, Z = (torch.tensor(a) for a in problem(n=900, m=25))
     Y = torch.stack([y, y.sin(), 2.0 * y], 1).requires_grad_(True)
     kernel = sg.kernels.SquaredExponential(lengthscale=[0.8, 1.0, 1.2])
     feature = sg.features.InducingPoints(Z.clone())
     L = torch.linalg.cholesky(sg.covariances.Kuu(feature, kernel)
                               + 1e-8 * torch.eye(25, dtype=torch.float64))
-    L = L.detach().requires_grad_(True)
+    return X, Y, kernel, feature, L.detach().requires_grad_(True)
+
+
+def test_stream_sums_and_gradients_agree_for_several_outputs_and_differentiable_targets():
+    X, Y, kernel, feature, L = three_outputs()
     weights = [torch.randn(25, 25, dtype=torch.float64), torch.randn(25, 3, dtype=torch.float64),
                torch.tensor(0.3, dtype=torch.float64), torch.tensor(-0.7, dtype=torch.float64)]
     results = []
@@ -95,15 +101,8 @@ def test_stream_sums_and_gradients_agree_for_several_outputs_and_differentiable_
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
 def test_power_ep_gradients_agree_for_several_outputs_and_differentiable_targets(alpha):
     """The same sums (the forward pass is shared) and, to rounding, the same gradients with
-    respect to the targets, chol(Kuu), the noise and the kernel's inputs; an inducing input on
-    a data point (d_n = 0, clipped) included."""
-    X, y, Z = (torch.tensor(a) for a in problem(n=900, m=25))
-    Y = torch.stack([y, y.sin(), 2.0 * y], 1).requires_grad_(True)
-    kernel = sg.kernels.SquaredExponential(lengthscale=[0.8, 1.0, 1.2])
-    feature = sg.features.InducingPoints(Z.clone())
-    L = torch.linalg.cholesky(sg.covariances.Kuu(feature, kernel)
-                              + 1e-8 * torch.eye(25, dtype=torch.float64))
-    L = L.detach().requires_grad_(True)
+    respect to the targets, chol(Kuu), the noise and the kernel's inputs."""
+    X, Y, kernel, feature, L = three_outputs()
     noise = torch.tensor(0.05, dtype=torch.float64, requires_grad=True)
     g = torch.Generator().manual_seed(2)
     weights = [torch.randn(25, 25, dtype=torch.float64, generator=g),
