@@ -335,7 +335,7 @@ class PowerEPStream(Stream):
         cond(Kuu)² in H and W: used where `unwhitened_is_safe`."""
         B = Xb.shape[0]
         K = self.kuf.value(Xb, self.buffer("K", (self.M, B), self.L))
-        y = yb.mT if yb.dim() == 2 else yb[None]  # [P, B]
+        y = (yb.mT if yb.dim() == 2 else yb[None]).to(K.dtype)  # [P, B], the compute dtype
         HK, WK = torch.mm(self._HW, K, out=self.buffer("HWK", (2 * self.M, B), K)).split(self.M)
         raw = self.kuf.kdiag(Xb) - (K * WK).sum(0)
         d = raw.clamp_min(0.0)

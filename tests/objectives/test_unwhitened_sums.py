@@ -98,7 +98,7 @@ def test_stream_sums_and_gradients_agree_for_several_outputs_and_differentiable_
         assert float((a - b).abs().max()) <= 1e-10 * max(1.0, float(b.abs().max()))
 
 
-@pytest.mark.parametrize("alpha", [1.0, 0.5])
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 0.1])
 def test_power_ep_gradients_agree_for_several_outputs_and_differentiable_targets(alpha):
     """The same sums (the forward pass is shared) and, to rounding, the same gradients with
     respect to the targets, chol(Kuu), the noise and the kernel's inputs."""
@@ -157,3 +157,25 @@ def test_the_condition_estimate_matches_the_eigenvalues():
     ev = torch.linalg.eigvalsh(K)
     est = st.condition_of_factored(torch.linalg.cholesky(K))
     assert est == pytest.approx(float(ev[-1] / ev[0]), rel=0.05)
+
+
+def test_power_ep_unwhitened_gradient_in_float32_compute_with_float64_targets():
+    """float32 Kuf chunks, float64 targets and accumulators: both backward passes run and agree
+    to float32's precision."""
+    X, y, Z = (torch.tensor(a) for a in problem(n=600, m=20))
+    kernel = sg.kernels.SquaredExponential(lengthscale=[0.8, 1.0, 1.2])
+    feature = sg.features.InducingPoints(Z.clone())
+    L = torch.linalg.cholesky(sg.covariances.Kuu(feature, kernel)
+                              + 1e-3 * torch.eye(20, dtype=torch.float64)).detach()
+    noise = torch.tensor(0.05, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for whiten in (True, False):
+        kuf = cross_covariance(feature, kernel, torch.float32)
+        Lw = L.clone().requires_grad_(True)
+        sums = streamed_sum(st.PowerEPStream(kuf, Lw, noise, 0.5, torch.float64, 0, whiten),
+                            X, y, 128)
+        value = sum(s.sum() for s in sums if s.requires_grad)
+        grads.append(torch.autograd.grad(value, [Lw, noise, *kuf.inputs], allow_unused=True))
+    for a, b in zip(*grads):
+        if b is not None:
+            assert float((a - b).abs().max()) <= 1e-3 * max(1.0, float(b.abs().max()))
