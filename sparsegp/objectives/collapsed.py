@@ -203,13 +203,16 @@ def statistics(p: CollapsedProblem, L: Tensor, unwhitened: bool = False) -> Stat
         stream = PointNoiseStream(p.feature, p.kernel, L, p.fam)
         return Statistics._make((*streamed_sum(stream, p.X, y, size, p.noise,
                                                over_ranks=p.sharded), n))
-    # whitened once instead of chunk by chunk where that is accurate (`unwhitened_is_safe`)
-    whiten = not (unwhitened and unwhitened_is_safe(L, kuf, p.X, p.noise, n))
     if p.fam.mode == "pep":
         assert p.fam.alpha is not None  # Power EP's members have their power
+        # only the backward pass differs: no condition estimate when none follows
+        whiten = not (unwhitened and torch.is_grad_enabled()
+                      and unwhitened_is_safe(L, kuf, p.X, p.noise, n))
         stream = PowerEPStream(kuf, L, p.noise, p.fam.alpha, L.dtype, columns, whiten)
         return Statistics._make((*streamed_sum(stream, p.X, y, size, over_ranks=p.sharded), n))
-    # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice.
+    # VFE and DTC: all weights are 1/σ², so the sums of the whitened a_n = L⁻¹k_n suffice,
+    # whitened once instead of chunk by chunk where that is accurate (`unwhitened_is_safe`)
+    whiten = not (unwhitened and unwhitened_is_safe(L, kuf, p.X, p.noise, n))
     Q, r, yy, kd = streamed_sum(WhitenedStream(kuf, L, L.dtype, columns, whiten), p.X, y, size,
                                 over_ranks=p.sharded)
     s_d = kd - torch.diagonal(Q).sum()

@@ -314,19 +314,12 @@ class PowerEPStream(Stream):
         T = torch.mm(self._G, AY, out=self.buffer("T", (self.M, AY.shape[1]), AY))  # [M, B]
         ga_dot = (a * T).sum(0)
         ca = self._gc.mT @ a  # [P, B]
-        g_beta = 0.5 * (ga_dot + (y * ca).sum(0)) + self._gsy * (y * y).sum(0)
-        g_lam = -beta * beta * g_beta + self._gsl * beta
-        shifted = self.noise + self.alpha * d
-        g_d = (self.alpha * g_lam + self._gsd + self._gsp * self.alpha / shifted) * (raw >= 0)
-        self._gnoise.add_(g_lam.sum() - self._gsp * (self.alpha * d / (self.noise * shifted)).sum())
+        g_d = self._through_d(0.5 * (ga_dot + (y * ca).sum(0)), y, raw, d, beta)
         ga = T.mul_(beta).addcmul_(a, g_d, value=-2.0)  # T is scratch from here on
         add_products_lower_(self._Sd, a * g_d, a)
         gK = torch.linalg.solve_triangular(self.L.mT, ga, upper=True)
         self.kuf.grad_chunk(gacc, Xb, K, gK, g_d)
-        if not self.want_y:
-            return None
-        gy = beta * (ca + 2.0 * self._gsy * y)
-        return (gy.mT if yb.dim() == 2 else gy[0]).to(yb.dtype)
+        return self._targets_gradient(beta, ca, y, yb)
 
     def grad_chunk_unwhitened(self, gacc: list, Xb: Tensor, yb: Tensor) -> Tensor | None:
         """`grad_chunk` without a solve per chunk: with H = L⁻ᵀGL⁻¹ and W = Kuu⁻¹ (G = gA + gAᵀ),
@@ -341,14 +334,27 @@ class PowerEPStream(Stream):
         d = raw.clamp_min(0.0)
         beta = 1.0 / (self.alpha * d + self.noise)
         ca = self._hc.mT @ K  # [P, B]
-        g_beta = 0.5 * (K * HK).sum(0) + (y * ca).sum(0) + self._gsy * (y * y).sum(0)
+        g_d = self._through_d(0.5 * (K * HK).sum(0) + (y * ca).sum(0), y, raw, d, beta)
+        add_products_lower_(self._Sd, K * g_d, K)
+        gK = HK.addmm_(self._hc, y).mul_(beta).addcmul_(WK, g_d, value=-2.0)
+        self.kuf.grad_chunk(gacc, Xb, K, gK, g_d)
+        return self._targets_gradient(beta, ca, y, yb)
+
+    def _through_d(self, g_beta_a: Tensor, y: Tensor, raw: Tensor, d: Tensor, beta: Tensor
+                   ) -> Tensor:
+        """∂d [B] of a chunk from the part of ∂β that comes through a (½aᵀGa + y gcᵀa; the
+        targets' own gsy y² is added here): ∂λ = −β²∂β + gsl β, ∂d = α∂λ + gsd + gsp α/(σ² + αd),
+        0 where d was clipped; adds the chunk's ∂σ² = Σ ∂λ − gsp Σ αd/(σ²(σ² + αd))."""
+        g_beta = g_beta_a + self._gsy * (y * y).sum(0)
         g_lam = -beta * beta * g_beta + self._gsl * beta
         shifted = self.noise + self.alpha * d
         g_d = (self.alpha * g_lam + self._gsd + self._gsp * self.alpha / shifted) * (raw >= 0)
         self._gnoise.add_(g_lam.sum() - self._gsp * (self.alpha * d / (self.noise * shifted)).sum())
-        add_products_lower_(self._Sd, K * g_d, K)
-        gK = HK.addmm_(self._hc, y).mul_(beta).addcmul_(WK, g_d, value=-2.0)
-        self.kuf.grad_chunk(gacc, Xb, K, gK, g_d)
+        return g_d
+
+    def _targets_gradient(self, beta: Tensor, ca: Tensor, y: Tensor, yb: Tensor
+                          ) -> Tensor | None:
+        """∂y_n = β_n (gcᵀa_n + 2 gsy y_n) in yb's shape and dtype, when asked (`want_y`)."""
         if not self.want_y:
             return None
         gy = beta * (ca + 2.0 * self._gsy * y)
