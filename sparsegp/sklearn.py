@@ -47,6 +47,7 @@ from .models import GPR, SGPC, SGPR, SVGP
 from .models.predictions import SAMPLE_JITTER, joint_factor
 from .objectives.collapsed import APPROXIMATIONS
 from .training import fit_lbfgsb
+from .training.lbfgs import MAXITER
 from .validation import ScaleWarning, check_bool
 
 __all__ = ["SparseGPRegressor", "SparseGPClassifier"]
@@ -154,7 +155,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, approximation: str = "vfe", alpha: float | None = None,
                  num_inducing: int = 100, kernel: Any = None, mean: Any = None,
-                 noise_variance: float | None = None, maxiter: int = 1000,
+                 noise_variance: float | None = None, maxiter: int = MAXITER,
                  standardize: bool = True, random_state: Any = None) -> None:
         self.approximation = approximation
         self.alpha = alpha
@@ -250,7 +251,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     kernel (None: squared exponential with ARD) and mean (None: zero) are copied at `fit`.
     maxiter: None for the model's default (Power EP: 20 rounds of site sweeps and
     L-BFGS-B), else passed to its `fit`; the SVGP's ELBO is maximised over all parameters,
-    q(u) included, by full-batch L-BFGS-B (`maxiter` iterations, default 1000).
+    q(u) included, by full-batch L-BFGS-B (`maxiter` iterations, default 2000).
     standardize: standardise the columns of X inside the model.
 
     Labels may be any values (strings, {−1, 1}, ...); `classes_` holds them sorted.
@@ -330,7 +331,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
             likelihood = (Bernoulli(link=binary_link) if len(classes) == 2 else
                           MultiClass(len(classes), link=self.link or "robustmax"))
             model = _built(partial(SVGP, X, codes, likelihood=likelihood, **common))
-            maxiter = 1000 if self.maxiter is None else self.maxiter
+            maxiter = MAXITER if self.maxiter is None else self.maxiter
             run = partial(fit_lbfgsb, model, maxiter=maxiter, progress=False)
         result, self.fit_warnings_ = _collecting(run)
         self.model_, self.classes_ = model, classes

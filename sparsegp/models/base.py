@@ -47,6 +47,7 @@ from ..posteriors import Posterior
 from ..runtime.config import PARAMETER_DTYPE
 from ..runtime.threads import threads_for
 from ..training import FitResult, fit_lbfgsb
+from ..training.lbfgs import MAXITER
 from ..validation import (
     ScaleWarning,
     as_inputs,
@@ -60,7 +61,7 @@ from ..validation import (
 )
 from .core import PARTS, ModelCore
 from .dtypes import dtype_name
-from .fitting import FitOptions, TrainingPlan, default, stall_nats
+from .fitting import FitOptions, TrainingPlan, default, stall_rule
 from .options import ModelOptions
 from .predictions import prediction_inputs
 from .state import StateKey
@@ -296,19 +297,19 @@ class Model(ModelCore, Generic[O]):
             )
 
     def training_plan(self, options: FitOptions) -> TrainingPlan:
-        """L-BFGS-B on the objective (+ log priors): `maxiter` (1000), `tol`, `progress`,
-        `callback`; see `training.fit_lbfgsb`. Without `tol` it stops once 10 iterations
-        gain less than N/10⁴ nats (`fitting.stall_nats`); `tol` gives scipy's tolerances.
+        """L-BFGS-B on the objective (+ log priors): `maxiter` (2000), `tol`, `progress`,
+        `callback`; see `training.fit_lbfgsb`. Without `tol` it stops once its gains have
+        stalled (`fitting.stall_rule`); `tol` gives scipy's tolerances.
         With `diagnose` (where the model takes it; default True) the fitted model is then
         checked (`_check_fit`)."""
         return TrainingPlan("L-BFGS-B on the objective", self.fit_options, self._fit_lbfgsb)
 
     def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
         with threads_for(self.evaluation_work()):
-            result = fit_lbfgsb(self, maxiter=default(options.maxiter, 1000), tol=options.tol,
+            result = fit_lbfgsb(self, maxiter=default(options.maxiter, MAXITER), tol=options.tol,
                                 progress=options.progress, callback=options.callback,
                                 lockstep=self.shards_data and is_distributed(),
-                                stall_nats=stall_nats(self.num_data, options))
+                                stall=stall_rule(self.num_data, options))
         if ("diagnose" in self.fit_options and options.diagnose is not False
                 and not result.interrupted):
             self._check_fit(stacklevel=5)

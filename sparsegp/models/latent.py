@@ -26,6 +26,7 @@ from ..posteriors import SparsePosterior
 from ..runtime.config import NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..runtime.threads import threads_for
 from ..training import FitResult, fit_lbfgsb
+from ..training.lbfgs import MAXITER
 from ..training.minibatch import fit_minibatch
 from ..validation import (
     GOOD_SPREAD,
@@ -36,7 +37,7 @@ from ..validation import (
     seeded_generator,
 )
 from .core import ModelCore
-from .fitting import FitOptions, TrainingPlan, default, stall_nats
+from .fitting import FitOptions, TrainingPlan, default, stall_rule
 from .predictions import gaussian_log_density, prediction_inputs
 from .state import StateKey
 
@@ -188,7 +189,7 @@ class LatentInputModel(ModelCore):
     def training_plan(self, options: FitOptions) -> TrainingPlan:
         """Maximise the bound over the variational parameters and the hyperparameters.
 
-        `batch_size=None`: q(u) collapsed, L-BFGS-B (`maxiter`, default 1000; `tol`).
+        `batch_size=None`: q(u) collapsed, L-BFGS-B (`maxiter`, default 2000; `tol`).
         Otherwise minibatches of `batch_size` rows (GP-LVM) or transitions (GPSSM) with an
         explicit q(u) started at the collapsed optimum: natural-gradient steps of size `gamma`
         on it with `natgrad` (default True), Adam (`lr`, default 0.01) on everything else, for
@@ -209,9 +210,9 @@ class LatentInputModel(ModelCore):
 
     def _fit_collapsed(self, o: FitOptions) -> FitResult:
         with threads_for(self.evaluation_work()):
-            return fit_lbfgsb(self, maxiter=default(o.maxiter, 1000), tol=o.tol,
+            return fit_lbfgsb(self, maxiter=default(o.maxiter, MAXITER), tol=o.tol,
                               progress=o.progress, callback=o.callback,
-                              stall_nats=stall_nats(self._data_rows(), o))
+                              stall=stall_rule(self._data_rows(), o))
 
     def _fit_minibatch(self, o: FitOptions) -> FitResult:
         batch_size = o.batch_size  # checked by fit_minibatch

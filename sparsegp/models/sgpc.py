@@ -29,7 +29,7 @@ from ..training.options import DEFAULT_LR
 from ..validation import as_tensor, check_finite
 from .base import Model
 from .classes import MODELS
-from .fitting import FitOptions, TrainingPlan, default, stall_nats
+from .fitting import FitOptions, TrainingPlan, default, round_stall_nats
 from .inducing import InducingMixin, resolve_feature
 from .labels import binary_classes, classifies, predicted_labels
 from .options import InducingOptions
@@ -250,8 +250,8 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
         Full schedule (`schedule="full"`, the default): up to `maxiter` (20) rounds of (sweeps
         to convergence, at most `max_sweeps` (200), then L-BFGS-B for `inner_maxiter` (50)
         iterations), until the energy changes by less than `tol` (1e-6)·(1 + |F|) or, when
-        `tol` is not given, a round changes it by less than the L-BFGS-B fits' stall
-        threshold (`fitting.stall_nats`: 0.1·max(1, N/1000) nats). Measured on friedman1's
+        `tol` is not given, a round changes it by less than 0.1·max(1, N/1000) nats
+        (`fitting.round_stall_nats`). Measured on friedman1's
         labels (N = 5,000): rounds 4–20 changed the test error by ≤ 0.0004 and the test NLPD
         by ≤ 0.0001 while the energy crept up 1.4 nats; the rule stops after round 4 (0.41
         nats) instead of running all 20 (26 s instead of 127 s).
@@ -276,7 +276,8 @@ class SGPC(InducingMixin, Model[SGPCOptions]):
         with FitGuard(self) as guard, threads_for(self.evaluation_work()):
             return schedules.fit_full(self, default(o.maxiter, 20), default(o.tol, 1e-6),
                                       o.progress, o.callback, default(o.inner_maxiter, 50),
-                                      default(o.max_sweeps, 200), stall_nats(self.num_data, o))
+                                      default(o.max_sweeps, 200),
+                                      round_stall_nats(self.num_data, o))
         return guard.interrupted_result()
 
     def _fit_stochastic(self, o: FitOptions) -> FitResult:

@@ -17,8 +17,9 @@ from ..objectives.collapsed import collapsed_objective
 from ..runtime.threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.guard import FitGuard
+from ..training.lbfgs import MAXITER
 from ..training.minibatch import fit_minibatch
-from .fitting import FitOptions, TrainingPlan, default, stall_nats
+from .fitting import FitOptions, TrainingPlan, default, stall_rule
 
 if TYPE_CHECKING:  # the mixin's methods use the model's attributes
     from .base import Model as _MixinBase
@@ -36,7 +37,7 @@ class SVGPTraining(_MixinBase):
         """Every option has a default that works for a few thousand points.
 
         Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
-        default 1000; `tol`, else the stall rule of `fitting.stall_nats`) on the
+        default 2000; `tol`, else the stall rule of `fitting.stall_rule`) on the
         hyperparameters with q(u) at its optimum throughout — the collapsed bound (Titsias
         2009), which is the ELBO maximised over q(u) — then one natural-gradient step of size 1
         puts q(u) at that optimum; with `diagnose` (default) and one output the fitted model is
@@ -73,9 +74,9 @@ class SVGPTraining(_MixinBase):
             q_free = m.q_mu.requires_grad and m.q_sqrt.requires_grad
             with threads_for(m.evaluation_work()):
                 res = fit_lbfgsb(CollapsedBound(m) if q_free else m,
-                                 maxiter=default(options.maxiter, 1000), tol=options.tol,
+                                 maxiter=default(options.maxiter, MAXITER), tol=options.tol,
                                  progress=options.progress, callback=options.callback,
-                                 stall_nats=stall_nats(m.num_data, options))
+                                 stall=stall_rule(m.num_data, options))
             if q_free:
                 m.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
                 res.objective = m.log_marginal_likelihood() + float(m.log_prior().detach())
