@@ -265,8 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--standardize", action="store_true",
                    help="standardise the columns of X inside (y always is)")
     f.add_argument("--maxiter", type=int, default=None,
-                   help="most optimiser iterations (default: fit()'s, 2000); the fit may stop "
-                   "earlier when it has converged")
+                   help="most optimiser iterations (default: the model's own: 2000 L-BFGS-B "
+                   "iterations, 300 Adam steps for ski); the fit may stop earlier when it has "
+                   "converged")
     f.add_argument("--seed", type=int, default=0, help="seed of the k-means++ initialisation")
     f.add_argument("--progress", action="store_true", help="show a progress bar")
     f.add_argument("--out", type=Path, default=Path("model.pt"),

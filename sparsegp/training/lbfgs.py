@@ -32,8 +32,8 @@ from .result import INTERRUPTED, FitResult, model_name, warn_interrupted
 from .stall import StallRule
 
 #: The L-BFGS-B fits' default iteration limit (`fit(maxiter=...)`). The stall rule
-#: (`stall.StallRule`) ends most fits well before it; kin40k's (N = 10⁴, M = 100) needs about
-#: 1,150 iterations to come within 1% of its converged test scores.
+#: (`stall.StallRule`) ends most fits well before it; kin40k's (N = 10⁴, M = 100) comes within
+#: 1% of its converged test scores at about iteration 1,050 and stops at about 1,155.
 MAXITER = 2000
 
 
@@ -106,6 +106,9 @@ def fit_lbfgsb(
     try:  # from the first instant: Ctrl-C in the setup leaves the starting values
         maxiter = positive_int(maxiter, "maxiter")
         tol = None if tol is None else positive_float(tol, "tol")
+        if stall is not None and not isinstance(stall, StallRule):
+            raise TypeError(f"stall must be a training.stall.StallRule or None; got "
+                            f"{type(stall).__name__}")
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable as callback(iteration, objective); "
                             f"got {type(callback).__name__}")
