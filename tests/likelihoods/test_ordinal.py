@@ -19,6 +19,7 @@ import sparsegp as sg
 from sparsegp.likelihoods import Bernoulli, Ordinal, likelihood_from_config
 
 from . import dense_ep
+from .references import normal_logpdf
 
 F64 = torch.float64
 CUTS = [-1.0, 0.3, 2.0]
@@ -37,10 +38,10 @@ def log_prob_ref(f, y, link, scale, cuts=CUTS):
         if lo + hi > 0:  # upper tail: Φ(hi) − Φ(lo) = Φ(−lo) − Φ(−hi)
             hi, lo = -lo, -hi
         top, bottom = special.log_ndtr(hi), special.log_ndtr(lo)
-    elif lo + hi > 0:
-        top, bottom = stats.logistic.logsf(lo), stats.logistic.logsf(hi)
-    else:
-        top, bottom = stats.logistic.logcdf(hi), stats.logistic.logcdf(lo)
+    elif lo + hi > 0:  # the logistic's log survival function: −log(1 + eˣ)
+        top, bottom = -np.logaddexp(0.0, lo), -np.logaddexp(0.0, hi)
+    else:  # and its log cdf: −log(1 + e⁻ˣ)
+        top, bottom = -np.logaddexp(0.0, -hi), -np.logaddexp(0.0, -lo)
     return float(top + np.log1p(-np.exp(bottom - top)))
 
 
@@ -49,7 +50,7 @@ def quad_under_normal(fn, mu, v, cuts=CUTS):
     sd = math.sqrt(v)
     lo, hi = mu - 30 * sd, mu + 30 * sd
     points = [c for c in cuts if lo < c < hi] or None
-    return integrate.quad(lambda f: fn(f) * stats.norm.pdf(f, mu, sd), lo, hi, points=points,
+    return integrate.quad(lambda f: fn(f) * math.exp(normal_logpdf(f, mu, sd)), lo, hi, points=points,
                           limit=1000, epsabs=1e-13, epsrel=1e-13)[0]
 
 
@@ -59,7 +60,7 @@ def tilted_reference(log_lik, mu, v, alpha, cuts=CUTS):
     sd = math.sqrt(v)
 
     def log_g(f):
-        return alpha * log_lik(f) + stats.norm.logpdf(f, mu, sd)
+        return alpha * log_lik(f) + normal_logpdf(f, mu, sd)
 
     mode = optimize.minimize_scalar(lambda f: -log_g(f), bounds=(mu - 30 * sd, mu + 30 * sd),
                                     method="bounded", options={"xatol": 1e-12}).x
