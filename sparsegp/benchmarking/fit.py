@@ -26,6 +26,7 @@ imports. `--quick`: small N, every path in seconds.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -201,7 +202,9 @@ def good(point: float, nlpd: float, ref: tuple[float, float]) -> bool:
 
 def first_index(last: int, ok: Callable[[int], bool]) -> int | None:
     """The first of the states 0..last with `ok` (None when not even the last is): a coarse
-    pass over the states, then a fine one before the first good state it found."""
+    pass over the states, then a fine one before the first good state it found; `ok` is
+    called at most once per state."""
+    ok = functools.cache(ok)
     if not ok(last):
         return None
     step = max(1, last // 40)
@@ -213,14 +216,11 @@ def first_state(model: Any, case: Case, trace: Trace, ok_scores: Callable[[float
                 ) -> tuple[float | None, int | None]:
     """(seconds, iteration) of the first kept state whose test scores pass `ok_scores` (None
     when not even the last does); states are scored as needed."""
-    cache: dict[int, bool] = {}
 
     def ok(i: int) -> bool:
-        if i not in cache:
-            model.load_state_dict(trace.states[i])
-            settle_q(model)
-            cache[i] = ok_scores(*scores(model, case))
-        return cache[i]
+        model.load_state_dict(trace.states[i])
+        settle_q(model)
+        return ok_scores(*scores(model, case))
 
     i = first_index(len(trace.states) - 1, ok)
     return (None, None) if i is None else (trace.seconds[i], i)
@@ -236,15 +236,9 @@ def peer_row(case: Case, peer: PeerFit, ref: tuple[float, float],
              ours: Callable[[float, float], tuple[float | None, int | None]]) -> dict[str, Any]:
     """The table row of a peer's fit, scored against sparsegp's converged `ref`; `ours(point,
     nlpd)`: when sparsegp's default fit first scored at least as well as the peer's end."""
-    cache: dict[int, bool] = {}
-
-    def ok(i: int) -> bool:
-        if i not in cache:
-            cache[i] = good(*peer.score(i), ref)
-        return cache[i]
-
-    at = first_index(len(peer.seconds) - 1, ok)
-    end = peer.score(len(peer.seconds) - 1)
+    score = functools.cache(peer.score)  # the last state's scores serve twice
+    at = first_index(len(peer.seconds) - 1, lambda i: good(*score(i), ref))
+    end = score(len(peer.seconds) - 1)
     return {"case": case.name, "N": case.X.shape[0], "model": peer.model,
             "fit_seconds": peer.fit_seconds, "iterations": peer.iterations,
             "stopped": peer.stopped[:60], "good_seconds": None if at is None else peer.seconds[at],

@@ -75,6 +75,13 @@ def as_matrix(g: Tensor) -> Tensor:
     return g[:, None] if g.dim() == 1 else g
 
 
+def second_side(T: Tensor, left: Tensor, upper: bool) -> Tensor:
+    """T⁻¹ S T⁻ᵀ for a symmetric S, from left = T⁻¹S [M, M] and triangular T (`upper`): the
+    second solve, symmetrised. T = L whitens sums (L⁻¹SL⁻ᵀ); T = Lᵀ gives L⁻ᵀSL⁻¹."""
+    Q = torch.linalg.solve_triangular(T, left.mT, upper=upper)
+    return 0.5 * (Q + Q.mT)
+
+
 def symmetric_from_lower(A: Tensor) -> Tensor:
     lower = A.tril()
     return lower + lower.tril(-1).mT
@@ -184,8 +191,7 @@ class WhitenedStream(Stream):
         if not self.whiten:  # [L⁻¹ 0; 0 I] [S_KK S_Ky; S_yK S_yy] [L⁻ᵀ 0; 0 I]
             L = self._L_acc
             left = torch.linalg.solve_triangular(L, QA[:M], upper=False)  # [M, M + P]
-            Q = torch.linalg.solve_triangular(L, left[:, :M].mT, upper=False)
-            QA[:M, :M] = 0.5 * (Q + Q.mT)
+            QA[:M, :M] = second_side(L, left[:, :M], upper=False)
             QA[:M, M:] = left[:, M:]
             QA[M:, :M] = left[:, M:].mT
         self._QA = QA  # this shard's sums, for the backward pass (the outputs get reduced)
@@ -202,8 +208,7 @@ class WhitenedStream(Stream):
         H = torch.linalg.solve_triangular(self._L_acc.mT, torch.cat([self._G, as_matrix(gr)], 1),
                                           upper=True)
         if not self.whiten:  # L⁻ᵀGL⁻¹ = (L⁻ᵀ(L⁻ᵀG)ᵀ)ᵀ
-            HG = torch.linalg.solve_triangular(self._L_acc.mT, H[:, : self.M].mT, upper=True)
-            H[:, : self.M] = 0.5 * (HG + HG.mT)
+            H[:, : self.M] = second_side(self._L_acc.mT, H[:, : self.M], upper=True)
         self._H = H.to(self.kuf.dtype)  # [M, M + P]
         self._gyy = grads[2].to(self.kuf.dtype)
         self._gkd = grads[3].to(self.kuf.dtype)
@@ -287,12 +292,11 @@ class PowerEPStream(Stream):
         self._Sd = torch.zeros_like(self.L)  # Σ ∂d_n a_n a_nᵀ (lower triangle; unwhitened: k_n)
         self._gnoise = torch.zeros_like(self.noise)
         if not self.whiten:
-            # [L⁻ᵀGL⁻¹; Kuu⁻¹] [2M, M] and L⁻ᵀgc [M, P], formed once
-            L = self.L
-            HG = torch.linalg.solve_triangular(L.mT, self._G[:, : self.M], upper=True)
-            H = torch.linalg.solve_triangular(L.mT, HG.mT, upper=True)
-            self._HW = torch.cat([0.5 * (H + H.mT), torch.cholesky_inverse(L)], 0)
-            self._hc = torch.linalg.solve_triangular(L.mT, gc, upper=True)
+            # [L⁻ᵀGL⁻¹; Kuu⁻¹] [2M, M] and L⁻ᵀgc [M, P], formed once from L⁻ᵀ[G, gc]
+            HG = torch.linalg.solve_triangular(self.L.mT, self._G, upper=True)
+            self._HW = torch.cat([second_side(self.L.mT, HG[:, : self.M], upper=True),
+                                  torch.cholesky_inverse(self.L)], 0)
+            self._hc = HG[:, self.M:]
         return self.kuf.grad_zeros()
 
     def grad_chunk(self, gacc: list, Xb: Tensor, yb: Tensor, grads: Sequence[Tensor]
@@ -366,9 +370,8 @@ class PowerEPStream(Stream):
         ga_a = self._G[:, :M] @ AA[:M, :M] + self._gc @ AA[M:, :M]
         Sd = symmetric_from_lower(self._Sd)
         if not self.whiten:  # L⁻¹ (Σ ∂d k kᵀ) L⁻ᵀ
-            left = torch.linalg.solve_triangular(self.L, Sd, upper=False)
-            Sd = torch.linalg.solve_triangular(self.L, left.mT, upper=False)
-            Sd = 0.5 * (Sd + Sd.mT)
+            Sd = second_side(self.L, torch.linalg.solve_triangular(self.L, Sd, upper=False),
+                             upper=False)
         ga_a -= 2.0 * Sd
         gL = -torch.linalg.solve_triangular(self.L.mT, ga_a, upper=True).tril()
         L, noise = self.inputs[-2], self.inputs[-1]

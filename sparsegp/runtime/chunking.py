@@ -62,7 +62,8 @@ def chunk_slices(n: int, size: int) -> Iterator[slice]:
 
 
 class ChunkBuffers:
-    """Tensors reused from one chunk to the next within one pass (`Posterior.predict_f`).
+    """Tensors reused from one chunk to the next within one pass (`Posterior.predict_f`, a
+    streamed objective's forward and backward passes: `Stream.buffer`).
 
     A fresh multi-megabyte tensor per chunk is memory the C allocator has handed back to the
     operating system, and its first touch page-faults: measured at M = 500 on a 2-core CPU,
