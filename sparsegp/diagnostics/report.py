@@ -45,6 +45,7 @@ from .bounds import QUADRATIC_MAX_DATA, quadratic_upper_bound
 from .convergence import material_nats
 from .noise import noise_warning, supported_noise
 from .placement import inducing_placement, placement_warnings
+from .precision import float32_discrepancy
 from .streamed import streamed_numbers
 from .view import RegressionView, view_of
 
@@ -98,13 +99,15 @@ class Diagnostics(Checked):
     the others leave the gap open, N ≤ 20000 and the data are on one process: see
     `diagnostics.bounds`) — the gap the warning speaks of.
     `noise_ratio` = σ² / var(y); `supported_noise` is the noise variance (units of y) that
-    maximises the exact evidence at the fitted kernel (`diagnostics.noise`; None when it was
-    not computed: several noise variances, or `exact_max_data=0`). `effective_num_inducing`
+    maximises the exact evidence at the fitted kernel, or for a sparse model on more than
+    `exact_max_data` rows the log density of held-out rows (`diagnostics.noise`; None when it
+    was not computed: several noise variances, or `exact_max_data=0`). `effective_num_inducing`
     counts groups of merged inducing variables (None for GPR); `merged_pairs` and
     `far_inducing` index them. For a streamed model (`StreamingSGPR`, a Gaussian
     `StreamingSVGP`) the evidence is that of the new batch given the summary of the data
     before it, N counts the new batch, and `notes` lists what was not computed and why
-    (`diagnostics.streamed`).
+    (`diagnostics.streamed`). `float32_objective` is the objective evaluated in the model's
+    float32 compute dtype (None for float64 work; everything else is float64).
     Shapes: floats and ints; `merged_pairs` a list of index pairs, `far_inducing` a list of
     indices into the M inducing variables, `warnings` a list of strings; `str(rep)` is a table.
 
@@ -142,6 +145,7 @@ class Diagnostics(Checked):
     supported_noise: float | None = None
     quadratic_upper_bound: float | None = None
     notes: list[str] = field(default_factory=list)
+    float32_objective: float | None = None
 
     @property
     def best_upper_bound(self) -> float:
@@ -156,6 +160,8 @@ class Diagnostics(Checked):
     def __str__(self) -> str:
         N = self.num_data
         rows = [(f"objective ({self.approximation})", f"{self.objective:.4f}"),
+                *([] if self.float32_objective is None else
+                  [("objective in float32", f"{self.float32_objective:.4f}")]),
                 ("VFE lower bound (Titsias 2009)", f"{self.lower_bound:.4f}"),
                 ("exact log p(y)", "not computed" if self.exact is None else f"{self.exact:.4f}"),
                 (f"upper bound (Titsias 2014), M = {self.num_inducing}"
@@ -215,9 +221,11 @@ def diagnose(
       hyperparameters materially, and Power EP with α < 1 exceeds log p(y) slightly by
       design);
     * a noise variance the data do not support: σ² below `noise_fraction` times the σ² that
-      maximises the exact log evidence at the fitted kernel, which is there more than 3 nats
-      higher (`diagnostics.noise`; all the rows when N ≤ `exact_max_data`, else that many
-      random rows; one noise variance only). A small σ² alone is no fault: a correct fit of
+      maximises the exact log evidence of all the rows at the fitted kernel, which is there
+      more than 3 nats higher (`diagnostics.noise`; when N ≤ `exact_max_data`; beyond, a
+      sparse model's σ² is judged by the log density of min(`exact_max_data`, N/5) held-out
+      rows under its own predictor, a GPR's by the evidence of `exact_max_data` random
+      rows; one noise variance only). A small σ² alone is no fault: a correct fit of
       nearly noise-free data recovers it, and the evidence is highest there;
     * an SVGP's ELBO more than `gap_per_point` · N nats below the VFE bound (the ELBO's
       maximum over q(u)): q(u) is far from its optimum;
@@ -240,8 +248,10 @@ def diagnose(
     the exact evidence (every rank's rows gathered, N ≤ `exact_max_data`), var(y) and the
     distances to the data are those of all ranks' rows; the tighter bound's extra inputs are
     drawn from all ranks' rows.
-    For a GPR the bounds equal the exact evidence; only the noise is checked. Everything is
-    evaluated in float64 whatever the model's `compute_dtype` (float32's ~1e-3 relative
+    * (float32 compute dtype) the objective in float32 more than 1e-2 of its magnitude away
+      from float64's (`diagnostics.precision`: float32 cannot resolve small noise variances).
+    For a GPR the bounds equal the exact evidence; only the noise is checked. Everything else
+    is evaluated in float64 whatever the model's `compute_dtype` (float32's ~1e-3 relative
     error would turn the checks' comparisons into noise).
     Cost: O(N (M + extra)²) for SGPR, plus O(n³) for the exact evidence and the noise check
     on n = min(N, `exact_max_data`) rows, plus N² kernel evaluations for the quadratic-form
@@ -257,7 +267,10 @@ def diagnose(
     if isinstance(exact_max_data, bool) or not isinstance(exact_max_data, numbers.Integral):
         raise ValueError(f"exact_max_data must be an integer (0: never); got {exact_max_data!r}")
     view = view_of(model)
+    narrow = None  # the problem in its float32 compute dtype, checked against float64's
     if view.problem is not None and view.problem.compute_dtype is not None:
+        if view.problem.compute_dtype == torch.float32 and view.objective is None:
+            narrow = view.problem
         view = replace(view, problem=view.problem._replace(compute_dtype=None))  # float64
     sharded = view.sharded and is_distributed()  # every rank runs this, collectives alike
     if sharded:
@@ -321,6 +334,12 @@ def diagnose(
             warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
             rep.quadratic_upper_bound = float(quadratic_upper_bound(
                 p._replace(feature=tight_feature))) + offset
+    if narrow is not None and streamed is None:
+        with torch.no_grad():
+            rep.float32_objective = float(collapsed_objective(narrow)) + offset
+        imprecise = float32_discrepancy(rep.float32_objective, objective)
+        if imprecise is not None:
+            rep.warnings.append(imprecise)
     best_upper = rep.best_upper_bound
     tol = 1e-6 * (1.0 + abs(best_upper))
     rep.exceeds_upper_bound = p is not None and p.fam.mode != "vfe" and objective > best_upper + tol

@@ -14,6 +14,8 @@ from sparsegp.objectives.exact import exact_log_marginal_likelihood
 
 from ..conftest import make_problem
 
+pytestmark = pytest.mark.numerics  # rounding-sensitive: rerun in CI under another code path
+
 F64 = torch.float64
 
 

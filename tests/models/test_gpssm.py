@@ -174,6 +174,7 @@ def test_mean_field_models_and_files_from_before_the_markov_q_x_load(tmp_path):
         assert loaded.log_marginal_likelihood() == m.log_marginal_likelihood()
 
 
+@pytest.mark.numerics
 def test_particle_gibbs_samples_the_states_and_the_transition(kink_model):
     # with the fitted hyperparameters: the draws' states follow the truth as q(x)'s means
     # do, the sampled transition recovers the kink, and a seed repeats the chain (the exact
@@ -187,7 +188,12 @@ def test_particle_gibbs_samples_the_states_and_the_transition(kink_model):
     grid = np.linspace(lo, hi, 50)[:, None]
     mean, var = s.transition(grid)
     err = mean[:, 0] - kink(grid[:, 0])
-    assert np.sqrt(np.mean(err**2)) < 0.35 and np.mean(np.abs(err) < 2 * np.sqrt(var[:, 0])) > 0.8
+    # the truth within the ±2σ band of the next state, f(x) ± 2 √(var f(x) + q), as for q(x)
+    # above. Measured over data seeds 0–2 × chain seeds 1–8 (24 chains): RMSE 0.06–0.27,
+    # band coverage 0.94–1.00; the band of f(x) alone is no calibrated statistic of 40 draws
+    # (0.46–1.00 over the same chains) and is not asserted
+    band = 2 * np.sqrt(var[:, 0] + m.process_noise[0])
+    assert np.sqrt(np.mean(err**2)) < 0.35 and np.mean(np.abs(err) < band) >= 0.9
     short = [m.sample_posterior(3, burn_in=0, particles=5, seed=2, progress=False).states
              for _ in range(2)]
     np.testing.assert_array_equal(*short)

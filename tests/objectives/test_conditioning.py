@@ -136,6 +136,7 @@ def rel(a, b):
     return abs(a - b) / max(1.0, abs(b))
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("noise", NOISES)
 @pytest.mark.parametrize("factor", LENGTHSCALES)
 def test_float64_objective_bound_prediction_and_gradient_agree_with_references(noise, factor):
@@ -179,6 +180,7 @@ def test_the_gradient_reference_matches_finite_differences_in_extended_precision
     assert float(g["kernel.raw_variance"]) == pytest.approx(fd, rel=1e-4)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("noise", NOISES)
 def test_near_duplicate_inducing_inputs(noise):
     X, y, Z = data(noise)
@@ -194,21 +196,35 @@ def test_near_duplicate_inducing_inputs(noise):
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var))
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("noise", NOISES)
 @pytest.mark.parametrize("factor", LENGTHSCALES)
 def test_float32_is_finite_and_within_its_stated_tolerance(noise, factor):
     """float32 N·M² work (float64 parameters and M×M algebra): relative error of the objective
-    ≤ 2e-3 for σ²/var ≥ 1e-3 (measured ≤ 8.5e-4) and ≤ 0.25 at the 1e-6 noise floor
-    (measured ≤ 0.11), where float32 kernel values and sums cannot resolve N·var/σ² ≈ 1e9:
-    there, fit in float64. Gradients are finite; those of the hyperparameters agree to 1e-2
-    in the well-conditioned cell (σ² = 0.1·var, lengthscale = the spread)."""
+    ≤ 2e-3 for σ²/var ≥ 1e-3 (measured ≤ 8.5e-4). At the 1e-6 noise floor float32's rounding
+    of kernel values (ε₃₂ ≈ 6e-8) is amplified by up to the condition N·var/σ² ≈ 1e9, so no
+    tolerance below O(1) follows from the error analysis (measured 0.11 on AMD AVX2, 0.30 on
+    Intel AVX512): there the value is finite and the diagnostics say that float32 cannot
+    resolve it (`diagnostics.precision`) wherever it is more than 1e-2 off. Gradients are
+    finite; those of the hyperparameters agree to 1e-2 in the well-conditioned cell
+    (σ² = 0.1·var, lengthscale = the spread)."""
     X, y, Z = data(noise)
     ls = lengthscale(X, factor)
     for member, alpha in MEMBERS:
         m = model(X, y, Z, ls, noise, member, alpha, dtype=torch.float32)
         assert m.dtype == torch.float32 and m.compute_dtype == torch.float32
         ref = reference(m, member, alpha)["objective"]
-        assert rel(m.log_marginal_likelihood(), ref) < (0.25 if noise < 1e-3 else 2e-3)
+        value = m.log_marginal_likelihood()
+        assert math.isfinite(value)
+        if noise >= 1e-3:
+            assert rel(value, ref) < 2e-3
+        elif rel(value, ref) > 2e-2 or rel(value, ref) < 5e-3:  # clear of the 1e-2 threshold
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rep = m.diagnostics()
+            assert rep.float32_objective == pytest.approx(value, rel=1e-9)
+            said = any("float32 cannot resolve" in w for w in rep.warnings)
+            assert said == (rel(value, ref) > 2e-2), (member, rel(value, ref), rep.warnings)
         loss = m.training_loss()
         grads = torch.autograd.grad(loss, list(m.parameters()))
         assert all(bool(torch.isfinite(g).all()) for g in grads)
@@ -217,6 +233,7 @@ def test_float32_is_finite_and_within_its_stated_tolerance(noise, factor):
             assert max(v for k, v in errors.items() if k != "feature.Z") < 1e-2, errors
 
 
+@pytest.mark.numerics
 def test_large_n_low_noise_long_lengthscales_stream_to_a_finite_chunk_invariant_result():
     rng = np.random.default_rng(3)
     n, d = 100_000, 5

@@ -18,6 +18,8 @@ import pytest
 import sparsegp as sg
 from sparsegp.diagnostics import ConvergenceWarning
 
+pytestmark = pytest.mark.numerics  # rounding-sensitive: rerun in CI under another code path
+
 
 def low_noise_data(N=200, seed=0, noise_std=0.01):
     """Structure at scale ~1 on [-3, 3], noise variance noise_std² (1e-4)."""
@@ -88,7 +90,10 @@ def test_fitc_noise_collapsed_to_its_floor_still_warns():
                               tol=1e-12)
     assert model.noise_variance < 1e-5 * np.var(y[::4])
     message = " ".join(of(caught, sg.ApproximationWarning))
-    assert "noise variance" in message and "is at its floor" in message
+    # where L-BFGS-B stops on its way down to the floor depends on the CPU's rounding
+    # (1.0e-6 and 1.2e-6 × var(y) measured): either words say what happened
+    assert "noise variance" in message
+    assert "is at its floor" in message or "has collapsed towards zero" in message
     assert "prefer approximation='vfe'" in message
     rep = model.diagnostics()
     assert 0.03 < rep.supported_noise < 0.15
