@@ -25,16 +25,17 @@ from sparsegp.botorch import as_botorch, set_botorch_priors
 
 DT = torch.float64
 BRANIN_MIN = 0.397887  # at (−π, 12.275), (π, 2.275) and (9.42478, 2.475)
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1, 2, 3, 4)
 N_INITIAL, ITERATIONS, M = 8, 16, 16
-#: the sparse model's mean best regret over the seeds is at most this many times
-#: SingleTaskGP's, plus a floor: where SingleTaskGP ends within a few hundredths of the optimum,
-#: a loop's last digits depend on rounding (one seed moved from 0.05 to 0.32 with the BLAS), so
-#: "as SingleTaskGP does" means within 0.2 of a function that spans 300 over the square
-FACTOR, FLOOR = 3.0, 0.2
-#: and, from regrets of 3 to 10 at the start, the median seed ends within MEDIAN of the
-#: optimum and every seed within WORST (a stalled loop stays near 1.55)
-MEDIAN, WORST = 0.1, 0.5
+#: A loop either ends near the optimum or stalls in a basin (regret 0.5–1.6), and which one a
+#: seed does depends on rounding: on Intel AVX512 seed 0's sparse loop ended at 0.20, on the
+#: portable ATen kernels at 0.05; seed 1 stalls near 1.55 for SingleTaskGP on both, the
+#: sparse loop only on the first. Over seeds 0–11 (AVX512) 10 of 12 loops ended within
+#: SOLVED of the optimum for SGPR and for SingleTaskGP alike, 12 of 12 for GPR. So the test
+#: counts solved seeds, a binomial count: with 5 seeds and a per-seed rate of 0.83, at least
+#: MIN_SOLVED = 2 fails with probability 0.004, and no fewer than SingleTaskGP's count less
+#: SLACK = 2 with about 0.015 (a mean or a worst seed over 3 seeds failed on one CPU of two)
+SOLVED, MIN_SOLVED, SLACK = 0.25, 2, 2
 
 
 def branin(u: torch.Tensor) -> torch.Tensor:
@@ -94,10 +95,9 @@ def test_a_sparsegp_model_finds_the_branin_optimum_as_singletaskgp_does(kind, re
         runs = [best_regret(kind, s) for s in SEEDS]
     starts, regrets = [r[0] for r in runs], [r[1] for r in runs]
     assert min(starts) > 3.0  # the initial designs are far from the optimum
-    mean, ref = sum(regrets) / len(regrets), sum(reference) / len(reference)
-    assert mean <= FACTOR * ref + FLOOR, (regrets, reference)
-    assert sorted(regrets)[len(regrets) // 2] < MEDIAN, regrets
-    assert max(regrets) < WORST, regrets
+    solved = sum(r < SOLVED for r in regrets)
+    assert solved >= MIN_SOLVED, (regrets, reference)
+    assert solved >= sum(r < SOLVED for r in reference) - SLACK, (regrets, reference)
 
 
 HARTMANN6_MIN = -3.32237
