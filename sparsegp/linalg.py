@@ -64,6 +64,7 @@ def jittered_cholesky(
     *,
     name: str = "Kuu",
     escalations: int = JITTER_ESCALATIONS,
+    advice: str | None = None,
 ) -> tuple[Tensor, float]:
     """Lower Cholesky factor of A + j·mean(diag A)·I, escalating j ×10 on failure.
 
@@ -72,7 +73,9 @@ def jittered_cholesky(
     to `escalations` times (with a `JitterWarning` stating the amount added). The jitter is
     relative to the mean diagonal (docs/math.md §7), so it is invariant to the kernel's scale.
     The factorisation reads the lower triangle of A. Raises `CholeskyError` naming likely
-    causes when every attempt fails, or saying so when A holds NaN or inf anywhere.
+    causes and remedies when every attempt fails (`advice`, or by default those of the
+    matrix `name` in `ADVICE`: K + σ²I an exact GP's, Kuu and the others a model with
+    inducing variables', `INDUCING_ADVICE`), or saying so when A holds NaN or inf anywhere.
     """
     scale = torch.diagonal(A).mean()
     # one sum over A (no N×N temporary) is finite unless A holds NaN or inf (or overflows, when
@@ -100,11 +103,43 @@ def jittered_cholesky(
             return L, j
     raise CholeskyError(
         f"Cholesky of {name} ({A.shape[-1]}×{A.shape[-1]}) failed even with jitter "
-        f"{tries[-1]:.1e} × mean diagonal: the matrix is not positive definite. Likely causes: "
-        "duplicate or nearly coincident inducing inputs, a lengthscale far longer than the "
-        "spread of the inputs, a kernel variance near zero, or float32 precision. Remedies: "
-        "re-initialise the inducing inputs, pass a larger `jitter=`, or use float64."
+        f"{tries[-1]:.1e} × mean diagonal: the matrix is not positive definite. "
+        + (ADVICE.get(name, INDUCING_ADVICE) if advice is None else advice)
     )
+
+
+#: What a failed factorisation of a matrix built on inducing variables (Kuu, its blocks,
+#: I + A and the streamed models' matrices) says: the default.
+INDUCING_ADVICE = (
+    "Likely causes: duplicate or nearly coincident inducing inputs, a lengthscale far longer "
+    "than the spread of the inputs, a kernel variance near zero, or float32 precision. "
+    "Remedies: re-initialise the inducing inputs (or use fewer), pass a larger `jitter=`, or "
+    "use float64.")
+
+#: ... of K + σ²I, an exact GP's (GPR) matrix, which has no inducing inputs: duplicate
+#: inputs make K singular, so σ² alone keeps it positive definite, and inputs on a raw
+#: scale (large offsets, spreads far from 1) lose their squared distances to rounding at
+#: short lengthscales.
+EXACT_ADVICE = (
+    "Likely causes: duplicate or nearly coincident inputs with a noise variance near zero, "
+    "inputs on a raw scale (large offsets or spreads far from 1) with a short lengthscale, a "
+    "lengthscale far longer than the spread of the inputs, or float32 precision. Remedies: "
+    "standardise the inputs (`standardize_X=True`), merge or average duplicate rows, set a "
+    "floor on the noise (`model.set_bounds(\"noise_variance\", lower, upper)`, in the "
+    "model's internal units), pass a larger `jitter=`, or use float64.")
+
+#: The advice of a failed factorisation by the matrix's `name` (`jittered_cholesky`);
+#: `INDUCING_ADVICE` for the others.
+ADVICE = {
+    "K + σ²I": EXACT_ADVICE,
+    "the predictive covariance": (
+        "Likely causes: duplicate or nearly coincident prediction inputs, or float32 "
+        "precision. Remedies: drop duplicate rows of the prediction inputs, predict "
+        "the marginals (full_cov=False), or use float64."),
+    "S": (
+        "Likely causes: q(u)'s covariance collapsed in a natural-gradient step that was too "
+        "long, or float32 precision. Remedies: a smaller step (`gamma=`), or use float64."),
+}
 
 
 def add_to_diagonal(A: Tensor, d: Tensor | float) -> Tensor:

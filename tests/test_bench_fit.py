@@ -18,13 +18,14 @@ def test_the_quick_run_writes_its_table(tmp_path):
     out = tmp_path / "fit.md"
     assert fit.main(["--quick", "--models", "SGPR (VFE),GPyTorch", "--out", str(out)]) == 0
     text = out.read_text()
-    row = next(line for line in text.splitlines() if line.startswith("| friedman1 | 2000 | SGPR"))
+    n = fit.QUICK_N[0]
+    row = next(line for line in text.splitlines() if line.startswith(f"| friedman1 | {n} | SGPR"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert int(cells[4]) >= 1 and "it." in cells[5]  # iterations; reached within 1%
     rmse, ref = (float(v) for v in cells[6].split(","))
     assert abs(rmse - ref) <= 0.01 * ref  # the default fit ends within 1% here
     assert cells[9] == ""  # the column for the peers' rows
-    peer = next(line for line in text.splitlines() if line.startswith("| friedman1 | 2000 | GPy"))
+    peer = next(line for line in text.splitlines() if line.startswith(f"| friedman1 | {n} | GPy"))
     cells = [c.strip() for c in peer.strip("|").split("|")]
     assert cells[9] == "not reached" or re.fullmatch(r"\d+\.\d \(it\. \d+\)", cells[9])
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -45,6 +47,21 @@ def test_indefinite_matrix_is_a_clear_error():
     A = torch.diag(torch.tensor([1.0, -1.0], dtype=torch.float64))
     with pytest.raises(CholeskyError, match="not positive definite.*inducing inputs"):
         jittered_cholesky(A, 1e-6, name="Kuu")
+
+
+@pytest.mark.parametrize("name, says, not_says", [
+    ("Kuu", "re-initialise the inducing inputs", "standardize_X"),
+    ("K + σ²I", "standardise the inputs (`standardize_X=True`)", "inducing"),
+    ("the predictive covariance", "predict the marginals (full_cov=False)", "inducing"),
+    ("S", "a smaller step (`gamma=`)", "inducing"),
+])
+def test_the_remedies_are_those_of_the_matrix_that_failed(name, says, not_says):
+    A = torch.diag(torch.tensor([1.0, -1.0], dtype=torch.float64))
+    with pytest.raises(CholeskyError, match=f"Cholesky of {re.escape(name)} ") as err:
+        jittered_cholesky(A, 1e-6, name=name)
+    assert says in str(err.value) and not_says not in str(err.value)
+    with pytest.raises(CholeskyError, match=r"not positive definite\. Try this\.$"):
+        jittered_cholesky(A, 1e-6, name=name, advice="Try this.")
 
 
 def test_non_finite_matrix_is_named():

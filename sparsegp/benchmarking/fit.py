@@ -21,7 +21,9 @@ the Pima diabetes data (classification, a seeded two-thirds split) for SGPC. Whe
 is installed, its SGPR with its tutorials' recipe (Adam, lr 0.1, 200 steps; `fit_peers.py`)
 is scored against the converged sparsegp SGPR (VFE) of the same case; so is GPflow's SGPR
 with its usual recipe (SciPy's L-BFGS-B from sparsegp's starting values) where GPflow
-imports. `--quick`: small N, every path in seconds.
+imports. `--quick` is a smoke test of every path, not a measurement: 500 training and
+500 test points of each regression case (GPR on 300 of them), 300 and 300 of friedman1's
+labels, GPyTorch's recipe for 20 steps, and references of 100 iterations (SGPC: 10 rounds).
 """
 
 from __future__ import annotations
@@ -86,11 +88,17 @@ def friedman1(n: int, seed: int, noise: float = 1.0) -> tuple[np.ndarray, np.nda
     return X, f + noise * rng.standard_normal(n)
 
 
+#: --quick's sizes: training and test points of a regression case, of a classification case
+QUICK_N, QUICK_LABELS = (500, 500), (300, 300)
+#: --quick's reference fits: L-BFGS-B iterations, SGPC rounds
+QUICK_REFERENCE, QUICK_ROUNDS = 100, 10
+
+
 def standard_cases(quick: bool) -> list[Case]:
-    n, test = (2_000, 1_000) if quick else (20_000, 5_000)
+    n, test = QUICK_N if quick else (20_000, 5_000)
     X, y = friedman1(n + test, seed=0)
     cases = [Case("friedman1", X[:n], y[:n], X[n:], y[n:])]
-    m = 1_000 if quick else 5_000
+    m, test = QUICK_LABELS if quick else (5_000, test)
     Xc, yc = friedman1(m + test, seed=1)
     labels = (yc > np.median(yc)).astype(float)
     cases.append(Case("friedman1 labels", Xc[:m], labels[:m], Xc[m:], labels[m:], True))
@@ -109,13 +117,13 @@ def data_cases(folder: Path | None, quick: bool) -> list[Case]:
     if all((kin / f).is_file() for f in names):
         X, y, Xs, ys = (np.loadtxt(kin / f, dtype=np.float64) for f in names)
         rng = np.random.default_rng(0)
-        n, test = (2_000, 1_000) if quick else (X.shape[0], 5_000)
+        n, test = QUICK_N if quick else (X.shape[0], 5_000)
         keep = rng.choice(X.shape[0], n, replace=False)
         keep_s = rng.choice(Xs.shape[0], test, replace=False)
         cases.append(Case("kin40k", X[keep], y[keep].ravel(), Xs[keep_s], ys[keep_s].ravel()))
     if not missing_uci(folder, (UCI_SET,), 1):  # split 0, standardised by its training data
         p = uci_problem(folder, UCI_SET, 0)
-        n, test = (2_000, 1_000) if quick else (p.X.shape[0], p.Xs.shape[0])
+        n, test = QUICK_N if quick else (p.X.shape[0], p.Xs.shape[0])
         cases.append(Case(UCI_SET, p.X[:n], p.y[:n], p.Xs[:test], p.ys[:test]))
     pima = folder / "classification" / "pima_indians_diabetes.csv"
     if pima.is_file():
@@ -137,7 +145,7 @@ def regression_M(quick: bool) -> int:
 def regression_models(quick: bool) -> dict[str, Callable[[Any, Any], Any]]:
     import sparsegp as sg
 
-    exact_rows = 500 if quick else 3_000
+    exact_rows = 300 if quick else 3_000
     return {"SGPR (VFE)": lambda X, y: sg.SGPR(X, y),
             "SGPR (PEP, α = 0.5)": lambda X, y: sg.SGPR(X, y, approximation="pep", alpha=0.5),
             "SVGP": lambda X, y: sg.SVGP(X, y),
@@ -297,16 +305,22 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = bench_parser("sparsegp bench fit", __doc__, 1)
+    next(a for a in p._actions if a.dest == "quick").help = (
+        f"a smoke test of every path in seconds, not a measurement: {QUICK_N[0]} training "
+        f"points per regression case, {QUICK_LABELS[0]} of labels, references of "
+        f"{QUICK_REFERENCE} iterations ({QUICK_ROUNDS} SGPC rounds)")
     p.add_argument("--data-dir", type=Path,
                    help="folder with kin40k/ and classification/ (docs/data.md); without it "
                         "only the simulated cases run")
     p.add_argument("--models", help="comma-separated names to run (default: all), e.g. SGPR,SVGP")
     p.add_argument("--reference-maxiter", type=int,
-                   help="iterations of the converged reference fit (default 1000; 100 with "
-                        "--quick)")
+                   help="iterations (SGPC: rounds) of the converged reference fit (default "
+                        f"1000; with --quick {QUICK_REFERENCE}, SGPC {QUICK_ROUNDS} rounds)")
     args = parse_bench_args(p, argv)
+    rounds = args.reference_maxiter  # SGPC's maxiter counts rounds of sweeps and steps
     if args.reference_maxiter is None:
-        args.reference_maxiter = 100 if args.quick else 1000
+        args.reference_maxiter = QUICK_REFERENCE if args.quick else 1000
+        rounds = QUICK_ROUNDS if args.quick else 1000
     if args.reference_maxiter < 1:
         p.error("--reference-maxiter must be a positive integer")
     print(machine(), flush=True)
@@ -325,7 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, build in models.items():
             if wanted is not None and not any(name.startswith(w) for w in wanted):
                 continue
-            row, reached = run_case(case, name, build, args.reference_maxiter)
+            row, reached = run_case(case, name, build,
+                                    rounds if case.labels else args.reference_maxiter)
             rows.append(row)
             print(format_rows([row]).splitlines()[-1], flush=True)
             if name != "SGPR (VFE)":

@@ -2,11 +2,14 @@
 
 The objective and its gradient come from `model.training_loss()` through torch autograd;
 the optimiser's vector is float64 whatever the model's dtype. Frozen parameters
-(`requires_grad=False`) are left out. If the objective or its gradient stops being finite,
-or the user presses Ctrl-C (at any moment, the setup included), training stops, the model is
-put back at the last accepted iterate (the starting values before the first), and the result
-says so. In lock-step (data sharded over torch.distributed ranks) an interrupt on any rank
-stops every rank at the end of the same iteration (`interrupts`).
+(`requires_grad=False`) are left out. A trial step of the line search at which the
+objective cannot be evaluated (a Cholesky that fails, a non-finite value or gradient) is
+backed off from (`_TrialSteps`; `info["failed_trials"]` counts the failed evaluations). If
+the evaluations keep failing (`TRIAL_FAILURES` in a row), fail at the starting values, or
+the user presses Ctrl-C (at any moment, the setup included), training stops, the model is
+put back at the last accepted iterate (the starting values before the first), and the
+result says so. In lock-step (data sharded over torch.distributed ranks) an interrupt on
+any rank stops every rank at the end of the same iteration (`interrupts`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,58 @@ class Trainable(Protocol):
 
 class _NonFinite(Exception):
     pass
+
+
+#: Failed evaluations in a row (a Cholesky that fails, a non-finite objective or gradient)
+#: after which the fit stops; each one shrinks the line search's step about fourfold.
+TRIAL_FAILURES = 12
+
+
+class _TrialSteps:
+    """The objective as L-BFGS-B's line search sees it: a trial step at which the evaluation
+    fails (`_NonFinite`: a failed Cholesky, a non-finite value or gradient) is answered
+    with a finite value the line search rejects, so that it backs off instead of the fit
+    stopping. From the last accepted iterate x₀ (objective f₀, gradient g₀) the trial point
+    x = x₀ + s gets f₀ + |g₀·s| (above f₀: the sufficient decrease test fails) and the
+    gradient −3g₀: along s that is the quadratic φ(t) = f₀ + (g₀·s)(t − 2t²), whose minimum,
+    where scipy's interpolation puts the next trial, is at a quarter of the step (a margin of
+    1e-12·|f₀| keeps it above f₀ when g₀·s rounds to nothing). Such values are never accepted,
+    so they never enter the quasi-Newton memory. (Measured with scipy 1.17: +inf ends the run
+    at once, "converged" at the iterate; NaN ends it as abnormal; 10¹⁰ with a zero gradient
+    too, within a few iterations.) `TRIAL_FAILURES` failures in a row, or one before any
+    iterate is accepted, stop the fit (`_NonFinite` again)."""
+
+    def __init__(self, fun: Callable[[np.ndarray], tuple[float, np.ndarray]],
+                 limit: int = TRIAL_FAILURES) -> None:
+        self.fun, self.limit = fun, limit
+        self.base: tuple[np.ndarray, float, np.ndarray] | None = None  # x₀, f₀, g₀
+        self.last: tuple[np.ndarray, float, np.ndarray] | None = None  # the last that worked
+        self.failures, self.total = 0, 0  # in a row, and in all
+        self.error: str | None = None  # the last failure since the last accepted iterate
+
+    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        try:
+            f, g = self.fun(x)
+        except _NonFinite as err:
+            self.failures += 1
+            self.total += 1
+            self.error = str(err)
+            if self.base is None or self.failures >= self.limit:
+                raise
+            x0, f0, g0 = self.base
+            slope = float(g0 @ (x - x0))
+            return f0 + abs(slope) + 1e-12 * max(1.0, abs(f0)), -3.0 * g0
+        self.failures = 0
+        self.last = (x.copy(), f, g)
+        if self.base is None:  # the starting point: the first line search starts there
+            self.base = self.last
+        return f, g
+
+    def accept(self, x: np.ndarray) -> None:
+        """L-BFGS-B accepted the iterate x (the point it evaluated last)."""
+        if self.last is not None and np.array_equal(self.last[0], x):
+            self.base = self.last
+        self.error = None
 
 
 class _Flat:
@@ -98,6 +153,7 @@ def fit_lbfgsb(
     # the last accepted iterate and its objective (NaN until the first evaluation returns)
     best: dict[str, Any] = {"x": None, "f": float("nan")}
     flat: _Flat | None = None
+    trials: _TrialSteps | None = None
     bar: Any = None
     evaluations = 0
     info: dict = {}
@@ -122,16 +178,18 @@ def fit_lbfgsb(
         best["x"] = x0.copy()
         device = params[0].device
         fun = _objective(model, params, flat, lockstep, device)
+        trials = _TrialSteps(fun)
 
         def counted(x: np.ndarray) -> tuple[float, np.ndarray]:
             nonlocal evaluations
             evaluations += 1
-            return fun(x)
+            return trials(x)
 
         bar = progress_bar(progress, maxiter, f"fit {name}")
 
         def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:
             best["x"], best["f"] = intermediate_result.x.copy(), float(intermediate_result.fun)
+            trials.accept(best["x"])
             history.append(-best["f"])
             bar.update(1)
             bar.set_postfix(objective=f"{history[-1]:.6g}")
@@ -144,7 +202,7 @@ def fit_lbfgsb(
         options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
         with agreed_interrupts(lockstep, device) as interrupts:
             try:
-                f0, _ = counted(x0)
+                f0, _ = counted(x0)  # no iterate yet to back off to: a failure here stops it
             except _NonFinite as err:
                 flat.set(x0)
                 raise RuntimeError(
@@ -157,7 +215,11 @@ def fit_lbfgsb(
             with threadpool_limits(1, user_api="blas"):
                 res = scipy.optimize.minimize(counted, x0, jac=True, method="L-BFGS-B", tol=tol,
                                               options=options, callback=on_iteration)
+        if res.status not in (0, 1, 99) and trials.error is not None:
+            raise _NonFinite(trials.error)  # the line search gave up on failing trial steps
         flat.set(res.x)
+        if trials.total:
+            info["failed_trials"] = trials.total  # evaluations that failed, backed off from
         success, message, nit = bool(res.success), str(res.message), int(res.nit)
         if res.status == 1:  # a budget ran out, whatever words this scipy's message uses
             info["limit"] = "iterations" if nit >= maxiter else "evaluations"
@@ -177,9 +239,11 @@ def fit_lbfgsb(
             warn_interrupted(f"{name}.fit", f"at iteration {nit}", stacklevel=3)
         else:
             summary = model.summary() if hasattr(model, "summary") else ""
-            message = (f"stopped at iteration {nit}: {err}. The model holds the last accepted "
-                       f"(finite) parameter values:\n{summary}")
+            message = (f"stopped at iteration {nit}: {str(err).rstrip('.')}. The model holds "
+                       f"the last accepted (finite) parameter values:\n{summary}")
             info["non_finite"] = True
+            if trials is not None:
+                info["failed_trials"] = trials.total
             warnings.warn(f"{name}.fit {message}", RuntimeWarning, stacklevel=3)
     finally:
         if bar is not None:

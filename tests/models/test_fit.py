@@ -1,6 +1,7 @@
 """One `fit()` for every model: no model overrides it; options a model never takes are
 refused, options its chosen plan does not read are named in a warning, and the plan fit()
-would run can be asked for without training."""
+would run can be asked for without training. L-BFGS-B backs off from a trial step whose
+evaluation fails, and stops when the failures persist."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import sparsegp as sg
 from sparsegp.models.classes import MODELS
@@ -81,3 +83,51 @@ def test_options_of_the_plan_not_taken_are_named_in_one_warning():
     with pytest.warns(UserWarning, match='batch_size applies only to schedule="stochastic"'):
         sg.SGPC(X, y > 0, inducing_points=5).fit(maxiter=1, batch_size=8, progress=False)
 
+
+
+class _Bowl(torch.nn.Module):
+    """Σ w log cosh(θ − 1) from θ = (−3, 4, −2), with a Cholesky that fails where `fails(θ)`:
+    what `fit_lbfgsb` trains (parameters and a loss); every θ evaluated is kept."""
+
+    def __init__(self, fails):
+        super().__init__()
+        self.theta = torch.nn.Parameter(torch.tensor([-3.0, 4.0, -2.0], dtype=torch.float64))
+        self.fails, self.trials = fails, []
+
+    def training_loss(self):
+        theta = self.theta.detach().clone()
+        self.trials.append(theta)
+        if self.fails(theta):
+            raise sg.CholeskyError("Cholesky of K failed here")
+        w = torch.tensor([1.0, 30.0, 300.0], dtype=torch.float64)
+        return (w * torch.log(torch.cosh(self.theta - 1.0))).sum()
+
+
+def test_the_line_search_backs_off_from_a_failed_trial_step_to_a_quarter_of_it():
+    from sparsegp.training import fit_lbfgsb
+
+    model = _Bowl(lambda theta: bool(theta.abs().max() > 5.0))
+    iterates = []  # how many evaluations had been made at the end of each iteration
+    result = fit_lbfgsb(model, tol=1e-12, callback=lambda i, f: iterates.append(len(model.trials)))
+    assert result.success and result.info["failed_trials"] == 1
+    torch.testing.assert_close(model.theta.detach(), torch.ones(3, dtype=torch.float64),
+                               rtol=0, atol=1e-6)
+    failed = next(k for k, theta in enumerate(model.trials) if model.fails(theta))
+    base = model.trials[max(n for n in iterates if n <= failed) - 1]  # the iterate before it
+    step, retry = model.trials[failed] - base, model.trials[failed + 1] - base
+    # `lbfgs._TrialSteps`: f₀ + |g₀·s| and gradient −3g₀ there put the next trial at s/4
+    torch.testing.assert_close(retry, 0.25 * step, rtol=1e-6, atol=1e-12)
+
+
+def test_failures_that_persist_stop_the_fit_at_the_last_accepted_values():
+    from sparsegp.training import fit_lbfgsb
+    from sparsegp.training.lbfgs import TRIAL_FAILURES
+
+    start = torch.tensor([-3.0, 4.0, -2.0], dtype=torch.float64)
+    model = _Bowl(lambda theta: not torch.equal(theta, start))  # every step fails
+    with pytest.warns(RuntimeWarning, match="stopped at iteration 0: Cholesky of K failed here. "
+                                            "The model holds the last accepted"):
+        result = fit_lbfgsb(model)
+    assert not result.success and result.info["non_finite"]
+    assert result.info["failed_trials"] == TRIAL_FAILURES == 12
+    assert torch.equal(model.theta.detach(), start)

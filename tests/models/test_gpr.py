@@ -1,9 +1,13 @@
-"""Exact GP regression: dense reference predictions and a fit on the Snelson data."""
+"""Exact GP regression: dense reference predictions, a fit on the Snelson data, a fit on raw
+inputs that backs off from failing trial steps, and each model's Cholesky message."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+import torch
 from scipy.linalg import cho_factor, cho_solve
 
 import sparsegp as sg
@@ -53,3 +57,80 @@ def test_fit_on_snelson_recovers_the_known_hyperparameters():
     # A stationary point: the gradient vanishes.
     m.training_loss().backward()
     assert max(float(p.grad.abs().max()) for p in m.parameters()) < 1e-3
+
+
+def concrete_like(seed, n=60, duplicates=5):
+    """Inputs in raw units with a mix like the UCI concrete data's: columns of kg/m³ with
+    large offsets, three of them zero for a third to a half of the rows, an age in days from
+    nine values, and some rows repeated; y a smooth function of them plus noise."""
+    rng = np.random.default_rng(seed)
+
+    def sometimes_zero(p, high):
+        return np.where(rng.uniform(size=n) < p, 0.0, rng.uniform(0, high, n))
+
+    X = np.column_stack([rng.uniform(100, 540, n), sometimes_zero(0.45, 360),
+                         sometimes_zero(0.55, 200), rng.uniform(120, 250, n),
+                         sometimes_zero(0.35, 32), rng.uniform(800, 1150, n),
+                         rng.uniform(590, 990, n),
+                         rng.choice([1.0, 3, 7, 14, 28, 56, 90, 180, 365], n)])
+    X = np.round(X, 1)
+    X = np.vstack([X, X[rng.choice(n, duplicates, replace=False)]])
+    y = (0.08 * X[:, 0] + 0.06 * X[:, 1] - 0.15 * X[:, 3] + 8 * np.log(X[:, 7])
+         + 5 * rng.standard_normal(len(X)))
+    return X, y
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_a_fit_backs_off_from_trial_steps_whose_cholesky_fails(seed):
+    # On raw inputs L-BFGS-B's early trial steps overshoot, one lengthscale to its floor,
+    # where the squared distances of the age column (values to 365) lose their
+    # significant digits and K + σ²I is no longer positive definite; the line search backs
+    # off from them (`lbfgs._TrialSteps`). Stopping there instead (iteration 13 and 17)
+    # left the objective 29 and 15 nats below the fit on standardised inputs, whose
+    # optimum is the same (the lengthscales rescaled).
+    X, y = concrete_like(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sg.ScaleWarning)
+        raw = sg.GPR(X, y).fit()
+    standardised = sg.GPR(X, y, standardize_X=True).fit()
+    assert raw.success and "non_finite" not in raw.info
+    assert raw.info["failed_trials"] >= 1  # it met (and backed off from) failing steps
+    assert raw.iterations > 50
+    # the stall rule's tolerance (N/2500 nats to come) and L-BFGS-B's on raw units: 1.5 nats
+    assert raw.objective > standardised.objective - 1.5
+
+
+class _NotACovariance(sg.kernels.Kernel):
+    """σ²‖x − x'‖²: a function of two inputs that is no covariance (indefinite)."""
+
+    def __init__(self, variance=None):
+        super().__init__()
+        self._declare("variance", variance, 1.0, 1e-6)
+
+    def K(self, X, X2=None):
+        X2 = X if X2 is None else X2
+        return self.value("variance") * torch.cdist(X, X2) ** 2
+
+    def K_diag(self, X):
+        return X.new_zeros(X.shape[0])
+
+
+def test_each_models_cholesky_message_names_remedies_that_apply_to_it():
+    X, y = make_problem(3, N=30)
+    exact = sg.GPR(X, y, kernel=_NotACovariance())
+    with pytest.raises(sg.CholeskyError, match=r"Cholesky of K \+ σ²I") as err:
+        exact.training_loss()
+    text = str(err.value)
+    assert "inducing" not in text  # a GPR has none
+    for remedy in ("standardize_X=True", "duplicate rows", 'set_bounds("noise_variance"',
+                   "`jitter=`", "float64"):
+        assert remedy in text
+    with pytest.raises(RuntimeError, match="cannot fit GPR: at the starting parameters") as err:
+        exact.fit()
+    assert "standardize_X=True" in str(err.value) and "inducing" not in str(err.value)
+    for sparse in (sg.SGPR(X, y, kernel=_NotACovariance(), inducing_points=X[:6]),
+                   sg.SVGP(X, y, kernel=_NotACovariance(), inducing_points=X[:6])):
+        with pytest.raises(sg.CholeskyError, match="Cholesky of Kuu") as err:
+            sparse.training_loss()
+        assert "re-initialise the inducing inputs" in str(err.value)
+        assert "standardize_X" not in str(err.value)
