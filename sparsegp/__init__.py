@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .models import GPR, GPSSM, KISSGP, RFF, SGPC, SGPR, SSGP, SVGP, BayesianGPLVM, load
     from .models.fitting import FitOptions
     from .partition import cluster_blocks
-    from .training import FitResult
+    from .training import FitResult, FitTerminated
     from .validation import ScaleWarning
     from .workflows import select_inducing
 
@@ -38,6 +38,7 @@ _HOMES = {
     **{name: "models" for name in ("GPR", "GPSSM", "KISSGP", "RFF", "SGPC", "SGPR", "SSGP",
                                    "SVGP", "BayesianGPLVM", "load")},
     "FitOptions": "models.fitting", "cluster_blocks": "partition", "FitResult": "training",
+    "FitTerminated": "training",
     "ScaleWarning": "validation", "select_inducing": "workflows",
 }
 
@@ -47,7 +48,8 @@ __all__ = [
     "likelihoods", "means",
     "datasets", "features",
     "InducingPoints",
-    "FitResult", "FitOptions", "diagnostics", "select_inducing", "cluster_blocks", "Diagnostics",
+    "FitResult", "FitTerminated", "FitOptions", "diagnostics", "select_inducing",
+    "cluster_blocks", "Diagnostics",
     "ApproximationWarning", "ConvergenceWarning",
     "CholeskyError", "JitterWarning", "ScaleWarning", "DistributedError", "distributed", "__version__",
 ]

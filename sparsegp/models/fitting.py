@@ -108,8 +108,12 @@ class Fitting:
         the last accepted state; the result says it was interrupted).
 
         Which options a model takes (`fit_options`), their defaults and the plan they choose
-        are the model's: see its `training_plan`. SIGTERM (schedulers, `docker stop`) stops
-        training as Ctrl-C does. An option the model never takes is a
+        are the model's: see its `training_plan`. SIGTERM (`kill`, `timeout`, schedulers,
+        `docker stop`) stops training as Ctrl-C does, and then ends the program: `fit()`
+        raises `sparsegp.FitTerminated` (a SystemExit, status 143, carrying the interrupted
+        result; the model holds its last accepted state, for a `finally:` to save);
+        `training.interrupts_end_run` changes what either interrupt does. An option the
+        model never takes is a
         TypeError; one that the chosen plan does not read gives a warning naming it. A fit
         that stopped at its iteration or round limit before converging, or ran out of its
         epoch budget while the objective still rose, gives a `ConvergenceWarning` naming the
@@ -130,8 +134,9 @@ class Fitting:
         warn_unused(ignored, plan.others, plan.name)
         # SIGTERM stops training as Ctrl-C does; an interrupt that escapes the plan (its
         # setup, its checks after training) or the limit check leaves the last accepted state
-        # (inside `interrupts_end_run()` an interrupted fit then raises KeyboardInterrupt)
-        with termination_as_interrupt(), FitGuard(self, stacklevel=2) as guard:
+        # (then SIGTERM raises FitTerminated, and inside `interrupts_end_run()` Ctrl-C raises
+        # KeyboardInterrupt)
+        with termination_as_interrupt() as termination, FitGuard(self, stacklevel=2) as guard:
             result = plan.run(options)
             if options.diagnose is not False:
                 budget = (("epochs=", "epochs") if "epochs" in plan.takes
@@ -142,8 +147,7 @@ class Fitting:
                     warnings.warn(message, ConvergenceWarning, stacklevel=2)
         if guard.result is not None:
             result = guard.interrupted_result()
-        end_run_if_asked(result.interrupted)
-        return result
+        return end_run_if_asked(result, termination)
 
 
 #: The default stopping rule of the L-BFGS-B fits (`training.stall.StallRule`): stop once the

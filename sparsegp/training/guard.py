@@ -1,5 +1,7 @@
-"""A whole fit guarded against Ctrl-C (and SIGTERM, which `fit()` turns into Ctrl-C): the
-setup before the first step, the loop, the work after it and the checks of the fitted model.
+"""A whole fit guarded against Ctrl-C (and SIGTERM, which `fit()` turns into Ctrl-C while it
+trains, and after which it raises `FitTerminated` once the guard has put the model back; see
+`training.interrupts`): the setup before the first step, the loop, the work after it and the
+checks of the fitted model.
 
 Each training loop handles an interrupt in its own steps (it puts the model back at its last
 accepted step) and reports the state it leaves through `accepted`. `FitGuard` covers the rest

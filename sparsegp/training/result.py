@@ -15,7 +15,8 @@ class FitResult:
     """What `fit()` did: success, the optimiser's message and the objective's history.
 
     `interrupted` is True when the user stopped training (Ctrl-C): the model then holds the
-    last accepted parameters, and `fit()` returned normally.
+    last accepted parameters, and `fit()` returned normally. After SIGTERM `fit()` raises
+    `FitTerminated` instead, which carries this result (see `training.interrupts`).
     Shapes: scalars, `history` a list of floats (the objective at the start and after every
     iteration), `info` a dict of model-specific counts.
 
@@ -69,6 +70,43 @@ class Snapshot:
 
 INTERRUPTED = "interrupted by the user (KeyboardInterrupt)"
 
+#: What the message of a fit stopped by SIGTERM says in place of `INTERRUPTED`.
+TERMINATED = "interrupted by SIGTERM"
+
+#: The exit status of a program ended by SIGTERM: 128 + the signal's number (15), as the
+#: shell reports a process the signal killed.
+TERMINATED_STATUS = 128 + 15
+
+
+class FitTerminated(SystemExit):
+    """Raised by `fit()` when SIGTERM (`kill`, `timeout`, `docker stop`, a batch scheduler)
+    stopped it: the model holds its last accepted parameters, as after Ctrl-C, and the
+    program ends with exit status 143 unless it catches this. `result` is the interrupted
+    `FitResult`. A subclass of SystemExit, not of Exception: `except Exception` does not stop
+    it, `finally:` and `except SystemExit` (or `except FitTerminated`) see it, e.g. to save
+    the model before the program ends. `training.interrupts_end_run(False)` makes `fit()`
+    return the interrupted result instead.
+
+    Example:
+
+        >>> import sparsegp as sg
+        >>> X, y = sg.datasets.snelson()
+        >>> result = sg.SGPR(X, y, inducing_points=10).fit(maxiter=2, progress=False, diagnose=False)
+        >>> stop = sg.FitTerminated(result)
+        >>> isinstance(stop, SystemExit), stop.code, stop.result is result
+        (True, 143, True)
+    """
+
+    def __init__(self, result: FitResult) -> None:
+        super().__init__(TERMINATED_STATUS)
+        self.result = result
+
+    def __str__(self) -> str:
+        return f"fit() stopped by SIGTERM (exit status {self.code}): {self.result}"
+
+    def __reduce__(self) -> tuple[type[FitTerminated], tuple[FitResult]]:
+        return type(self), (self.result,)  # pickled with its result (a worker's exception)
+
 
 def model_name(model: Any) -> str:
     """What training messages call the model: an adapter's `display_name` (the model it
@@ -77,9 +115,15 @@ def model_name(model: Any) -> str:
 
 
 def warn_interrupted(what: str, where: str, stacklevel: int = 3) -> None:
-    """The one message every training loop gives when Ctrl-C stops it."""
-    warnings.warn(f"{what} {INTERRUPTED} {where}; the model holds the last accepted parameters "
-                  "and fit() returned (see FitResult.interrupted)", RuntimeWarning,
+    """The one message every training loop gives when Ctrl-C (or SIGTERM) stops it."""
+    from .interrupts import terminating  # it imports this module
+
+    ends = terminating()  # None: not SIGTERM
+    then = ("fit() raises sparsegp.FitTerminated, which ends the program with exit status "
+            f"{TERMINATED_STATUS} unless caught" if ends
+            else "fit() returned (see FitResult.interrupted)")
+    warnings.warn(f"{what} {INTERRUPTED if ends is None else TERMINATED} {where}; the model "
+                  f"holds the last accepted parameters and {then}", RuntimeWarning,
                   stacklevel=stacklevel)
 
 

@@ -5,17 +5,24 @@ loop (final site sweeps, q(u) at its optimum, the energy) and the checks after f
 Each interrupt is injected deterministically: a function that the fit calls at that moment
 is wrapped to raise KeyboardInterrupt (Ctrl-C) or to send this process SIGTERM at its n-th
 call, optionally after it ran (an interrupt in the middle of a step). Whatever the moment,
-`fit()` returns with `interrupted=True`, the model holds the values it had when the
-interrupted call began (the starting values before the first step; the last accepted step's
-values otherwise; SVGP's full-batch plan then puts q(u) at its optimum for the hyperparameters
-kept, as after any interrupted L-BFGS-B), and it predicts finite values.
+the model holds the values it had when the interrupted call began (the starting values before
+the first step; the last accepted step's values otherwise; SVGP's full-batch plan then puts
+q(u) at its optimum for the hyperparameters kept, as after any interrupted L-BFGS-B), it
+predicts finite values, and the result says `interrupted=True`: `fit()` returns it after
+Ctrl-C and raises it inside `sparsegp.FitTerminated` (exit status 143) after SIGTERM.
+
+Scripts of several fits run in a subprocess: SIGTERM during the second of three ends the
+program with status 143 after that fit (its `finally:` saves the model at its last accepted
+state), Ctrl-C does not, and `interrupts_end_run(False)` keeps `fit()` returning.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+import textwrap
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +33,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.training import ep, lbfgs, minibatch
+from sparsegp.training import ep, interrupts_end_run, lbfgs, minibatch
 from sparsegp.training.guard import FitGuard
 
 from ..conftest import make_problem
@@ -127,12 +134,20 @@ def _gpssm() -> Any:
     return sg.GPSSM(np.c_[X, y], state_dim=1, inducing_points=5)
 
 
-def fit_returning(model: Any, **options: Any) -> Any:
-    """model.fit(progress=False, **options); a test failure if KeyboardInterrupt escapes."""
+def fit_returning(model: Any, how: str = "ctrl-c", **options: Any) -> Any:
+    """model.fit(progress=False, **options): its result after Ctrl-C, that of the
+    `FitTerminated` it must raise after SIGTERM; a test failure if KeyboardInterrupt
+    escapes or SIGTERM lets it return."""
     try:
-        return model.fit(progress=False, **options)
+        result = model.fit(progress=False, **options)
     except KeyboardInterrupt:
         pytest.fail("KeyboardInterrupt escaped fit()")
+    except sg.FitTerminated as stop:
+        assert how == "sigterm" and stop.code == 143 and isinstance(stop, SystemExit)
+        assert "SIGTERM" in stop.result.message
+        return stop.result
+    assert how == "ctrl-c", "fit() returned after SIGTERM"
+    return result
 
 
 MINIBATCH = {"batch_size": 10, "epochs": 2}
@@ -201,9 +216,11 @@ def test_an_interrupt_at_any_moment_returns_the_last_accepted_model(case, how, m
     moment = case.moment()
     moment.install(monkeypatch, model, how)
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.warns(RuntimeWarning, match="interrupted"):
-        result = fit_returning(model, **case.fit)
+    with pytest.warns(RuntimeWarning, match="interrupted") as caught:
+        result = fit_returning(model, how, **case.fit)
     monkeypatch.undo()
+    said = [str(w.message) for w in caught if "interrupted" in str(w.message)]
+    assert len(said) == 1 and ("FitTerminated" in said[0]) == (how == "sigterm"), said
     assert signal.getsignal(signal.SIGTERM) is before
     assert result.interrupted and not result.success and "interrupted" in result.message
     assert len(moment.seen) == 1  # the moment came, once
@@ -233,7 +250,7 @@ def test_sigterm_from_a_callback_stops_a_fit_as_ctrl_c_does_and_the_model_is_kep
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = model.fit(callback=terminate, progress=False, **fit)
+        result = fit_returning(model, "sigterm", callback=terminate, **fit)
     assert result.interrupted and result.iterations >= 2
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
     mean, var = model.predict(X[:3])
@@ -306,27 +323,70 @@ def _stop_at_second(how: str) -> Callable[[int, float], None]:
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_inside_interrupts_end_run_an_interrupted_fit_raises_with_the_model_kept(how):
-    from sparsegp.training.interrupts import interrupts_end_run
-
     X, y = make_problem(7, N=30)
     kept, ended = sg.SGPR(X, y, inducing_points=5), sg.SGPR(X, y, inducing_points=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        returned = kept.fit(callback=_stop_at_second(how), progress=False)
-        with interrupts_end_run(), pytest.raises(KeyboardInterrupt):
+        returned = fit_returning(kept, how, callback=_stop_at_second(how))
+        # inside: Ctrl-C too ends the run, SIGTERM still as FitTerminated (exit status 143)
+        with interrupts_end_run(), pytest.raises(
+                KeyboardInterrupt if how == "ctrl-c" else sg.FitTerminated):
             ended.fit(callback=_stop_at_second(how), progress=False)
-        with interrupts_end_run(False):  # off: returns as outside
+        with interrupts_end_run(False):  # off: both return
             assert sg.SGPR(X, y, inducing_points=5).fit(
                 callback=_stop_at_second(how), progress=False).interrupted
+            with interrupts_end_run(None):  # the default again, inside
+                assert fit_returning(sg.SGPR(X, y, inducing_points=5), how,
+                                     callback=_stop_at_second(how)).interrupted
     assert returned.interrupted
     for name, value in values(kept).items():  # the same last accepted state either way
         torch.testing.assert_close(values(ended)[name], value, rtol=0, atol=0, msg=name)
 
 
-@pytest.mark.parametrize("command, fits", [("bench", 1), ("experiment", 1), ("fit", 2)])
-def test_an_interrupted_fit_ends_bench_and_experiment_but_not_fit(command, fits, monkeypatch):
-    """`sparsegp bench`/`experiment` run fit after fit: SIGTERM (or Ctrl-C) in one ends the
-    program with status 130; `sparsegp fit` gets the interrupted result back (to save it)."""
+def test_a_sigterm_handler_of_the_program_is_left_to_answer():
+    """A program that handles (or ignores) SIGTERM itself asked for that: `fit()` leaves the
+    handler in place, and the fit goes on."""
+    X, y = make_problem(7, N=30)
+    received = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = sg.SGPR(X, y, inducing_points=5).fit(
+                maxiter=5, callback=_stop_at_second("sigterm"), progress=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert received == [signal.SIGTERM]
+    assert result.interrupted and "KeyboardInterrupt" in result.message  # the callback's own
+
+
+def test_sigterm_in_a_fit_inside_another_fit_ends_the_outer_one_at_its_accepted_state():
+    """A callback that fits another model: SIGTERM there stops both fits, each model at its
+    last accepted state, and only the outer `fit()` raises `FitTerminated`."""
+    X, y = make_problem(7, N=30)
+    outer, inner = sg.SGPR(X, y, inducing_points=5), sg.SGPR(X, y, inducing_points=5)
+    seen = {}
+
+    def fit_inner(i, objective):
+        if i == 2:
+            seen["outer"] = objective
+            inner.fit(callback=_stop_at_second("sigterm"), progress=False)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fit_returning(outer, "sigterm", callback=fit_inner)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert result.interrupted and result.iterations == 2
+    assert -float(outer.training_loss()) == pytest.approx(seen["outer"], rel=1e-10)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("command", ["bench", "experiment", "fit"])
+def test_an_interrupted_fit_ends_bench_and_experiment_but_not_fit(command, how, monkeypatch):
+    """`sparsegp bench`/`experiment` run fit after fit: Ctrl-C in one ends the program with
+    status 130, SIGTERM with 143; `sparsegp fit` gets the result back after Ctrl-C (to save it)
+    and ends with 143 after SIGTERM."""
     from sparsegp import cli
 
     X, y = make_problem(7, N=30)
@@ -335,15 +395,142 @@ def test_an_interrupted_fit_ends_bench_and_experiment_but_not_fit(command, fits,
     def run(args):
         for _ in range(2):
             started.append(1)
-            sg.SGPR(X, y, inducing_points=5).fit(callback=_stop_at_second("sigterm"),
-                                                 progress=False)
+            sg.SGPR(X, y, inducing_points=5).fit(callback=_stop_at_second(how), progress=False)
         return 0
 
     monkeypatch.setattr(cli, {"bench": "_bench", "experiment": "_experiment",
                               "fit": "_fit"}[command], run)
+    monkeypatch.setattr(cli, "_fit_arguments", lambda args: None)  # no data.csv to check
     argv = {"bench": ["bench", "speed"], "experiment": ["experiment", "streaming"],
             "fit": ["fit", "data.csv", "--target", "y"]}[command]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         status = cli.main(argv)
-    assert (status, len(started)) == ((130 if fits == 1 else 0), fits)
+    expected = {("fit", "ctrl-c"): (0, 2)}.get((command, how),
+                                               (130 if how == "ctrl-c" else 143, 1))
+    assert (status, len(started)) == expected
+
+
+# -- scripts of several fits, in a subprocess -------------------------------------------------
+#: Three fits in a row of one model; the second sends this process `signal` from its callback
+#: at iteration 2 and records the accepted objective it was given there. `finally:` saves the
+#: model (as a user's script would) and notes which fits ran and how they ended.
+SCRIPT = textwrap.dedent("""
+    import json, os, signal, sys, warnings
+    import sparsegp as sg
+    from sparsegp.training import interrupts_end_run
+
+    how, out, log = sys.argv[1], sys.argv[2], sys.argv[3]
+    warnings.simplefilter("ignore", sg.ConvergenceWarning)  # maxiter=6
+    X, y = sg.datasets.snelson()
+    model = sg.SGPR(X[::4], y[::4], inducing_points=5)
+    notes = {"started": [], "results": [], "stopped_at": None}
+
+    def stop(i, objective):
+        if len(notes["started"]) == 2 and i == 2:
+            notes["stopped_at"] = objective
+            os.kill(os.getpid(), signal.SIGINT if how == "ctrl-c" else signal.SIGTERM)
+
+    def fits():
+        for k in range(3):
+            notes["started"].append(k)
+            result = model.fit(maxiter=6, tol=1e-12, callback=stop, progress=False)
+            notes["results"].append([result.interrupted, result.objective, result.message])
+
+    try:
+        if how == "returning":
+            with interrupts_end_run(False):
+                fits()
+        else:
+            fits()
+    finally:
+        model.save(out, include_data=True)
+        with open(log, "w") as f:
+            json.dump(notes, f)
+""")
+
+
+def _run_script(tmp_path, how: str) -> tuple[subprocess.CompletedProcess, dict, Any]:
+    import json
+
+    (tmp_path / "fits.py").write_text(SCRIPT)
+    out, log = tmp_path / "model.pt", tmp_path / "notes.json"
+    done = subprocess.run([sys.executable, str(tmp_path / "fits.py"), how, str(out), str(log)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return done, json.loads(log.read_text()), sg.load(out)
+
+
+def _objective(model: Any) -> float:
+    with torch.no_grad():
+        return -float(model.training_loss())
+
+
+def test_sigterm_during_the_second_of_three_fits_ends_the_script_with_143(tmp_path):
+    done, notes, saved = _run_script(tmp_path, "sigterm")
+    assert done.returncode == 143, done.stderr
+    assert notes["started"] == [0, 1], "the third fit ran"  # the program ended after the second
+    assert [r[0] for r in notes["results"]] == [False]  # the second did not return
+    assert done.stderr.count("RuntimeWarning") == 1, done.stderr  # the one warning, saying:
+    assert "interrupted by SIGTERM at iteration 2" in done.stderr
+    assert "fit() raises sparsegp.FitTerminated" in done.stderr
+    assert "Traceback" not in done.stderr  # SystemExit(143): no traceback
+    # `finally:` saved the model at its last accepted state: the second fit's iteration 2
+    assert _objective(saved) == pytest.approx(notes["stopped_at"], rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "returning"])
+def test_ctrl_c_or_interrupts_end_run_false_return_and_the_script_goes_on(tmp_path, how):
+    """Ctrl-C returns the interrupted fit; so does SIGTERM inside `interrupts_end_run(False)`."""
+    done, notes, saved = _run_script(tmp_path, how)
+    assert done.returncode == 0, done.stderr
+    assert notes["started"] == [0, 1, 2]
+    assert [r[0] for r in notes["results"]] == [False, True, False]
+    _, second, message = notes["results"][1]
+    assert second == pytest.approx(notes["stopped_at"], rel=1e-12)  # the accepted state
+    said = "SIGTERM" if how == "returning" else "the user (KeyboardInterrupt)"
+    assert f"interrupted by {said} at iteration 2" in message
+    assert done.stderr.count("RuntimeWarning") == 1, done.stderr
+    assert f"interrupted by {said}" in done.stderr and "fit() returned" in done.stderr
+    assert _objective(saved) == pytest.approx(notes["results"][2][1], rel=1e-10)  # the third's
+
+
+#: `sparsegp fit` whose objective sends this process SIGTERM at its 6th evaluation.
+CLI_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    import sparsegp as sg
+    from sparsegp.cli import entry
+
+    real, calls = sg.SGPR.training_loss, [0]
+
+    def terminated(self):
+        calls[0] += 1
+        if calls[0] == 6:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self)
+
+    sg.SGPR.training_loss = terminated
+    sys.argv = ["sparsegp", *sys.argv[1:]]
+    sys.exit(entry())
+""")
+
+
+@pytest.mark.parametrize("save", [True, False])
+def test_sigterm_during_sparsegp_fit_exits_143_after_saving_with_save_interrupted(tmp_path,
+                                                                                   save):
+    X, y = make_problem(5, N=60)
+    np.savetxt(tmp_path / "d.csv", np.c_[X, y], delimiter=",", header="a,b,y", comments="")
+    out = tmp_path / "m.pt"
+    (tmp_path / "cli.py").write_text(CLI_SCRIPT)
+    done = subprocess.run([sys.executable, str(tmp_path / "cli.py"), "fit", str(tmp_path / "d.csv"),
+                           "--target", "y", "-M", "5", "--out", str(out),
+                           *(["--save-interrupted"] if save else [])],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 143, done.stderr
+    assert "interrupted by SIGTERM" in done.stdout  # the result's line
+    assert out.is_file() == save, done.stdout
+    if save:
+        assert f"model written to {out}" in done.stdout
+        mean, var = sg.load(out).predict(X[:3])
+        assert np.all(np.isfinite(mean)) and np.all(var > 0)

@@ -34,6 +34,7 @@ from ...kernels import SquaredExponential
 from ...linalg import JitterWarning
 from ...models import GPR, SGPR
 from ...runtime.allocator import keep_freed_memory
+from ...training.result import FitTerminated
 from ...validation import ScaleWarning
 from ..shared.data import Problem, uci_problem
 from ..shared.fitting import AS_GIVEN
@@ -209,7 +210,7 @@ def execute(tasks: Sequence[Task], store: Store, data_dir: Path, jobs: int = 1,
                     bar.update(task, row)
         else:
             _pool(todo, store, data_dir, jobs, bar)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, FitTerminated):
         if progress is not None:
             progress(f"[bui2017] interrupted: {len(store)} runs are stored in {store.path}; "
                      "rerun the same command to continue")

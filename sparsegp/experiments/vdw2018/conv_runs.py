@@ -32,6 +32,7 @@ from ...models import load
 from ...runtime.files import write_atomically
 from ...training import fit_lbfgsb
 from ...training.interrupts import interrupts_end_run
+from ...training.result import FitTerminated
 from ..shared.progress import clock
 
 Log = Callable[[str], None]
@@ -186,7 +187,7 @@ def execute(spec: Spec, data: Images, folder: Path, log: Log | None, progress: b
         _save_model(model, mpath)
         say(f"  {spec.name}: test error {100 * error:.2f}%, NLPP {nlpp:.4f}, ELBO/N "
             f"{record['elbo']:.4f} ({clock(record['train_seconds'])} training)")
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, FitTerminated):
         say(f"  {spec.name}: interrupted; rerun with the same --out to resume")
         raise
     except Exception as err:  # noqa: BLE001 - one failed run must not end the experiment
@@ -246,12 +247,13 @@ def _train(spec: Spec, model: Any, data: Images, record: dict[str, Any], jpath: 
     if first < total:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the interrupt is re-raised below
-            with interrupts_end_run(False):  # back here first: the checkpoint below
-                result = _fit(spec, model, data, first, total, after_segment, progress)
-        if result.interrupted:
-            record["segments"] = state["done"]
-            checkpoint()
-            raise KeyboardInterrupt
+            try:  # Ctrl-C ends the run too; the model is at its last accepted state
+                with interrupts_end_run():
+                    result = _fit(spec, model, data, first, total, after_segment, progress)
+            except (KeyboardInterrupt, FitTerminated):  # SIGTERM: exit status 143
+                record["segments"] = state["done"]
+                checkpoint()
+                raise
         if not result.success and state["done"] < total:
             record["message"] = f"training stopped early: {result.message}"
             say(f"  {spec.name}: {record['message']}")
