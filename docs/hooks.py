@@ -97,11 +97,26 @@ def cells(source: str) -> list[tuple[str, str]]:
             if "\n".join(lines).strip()]
 
 
+def quick_mode() -> bool:
+    """Whether the gallery runs in quick mode (`SPARSEGP_QUICK=1`): unless SPARSEGP_DOCS_FULL=1."""
+    return os.environ.get("SPARSEGP_DOCS_FULL") != "1"
+
+
+def printed_heading(quick: bool) -> str:
+    """The line above what a gallery script printed: in quick mode it says so, as its fits are
+    shorter than a run of the script as written and its numbers differ."""
+    if not quick:
+        return "What it prints:"
+    return ("What it prints in quick mode (`SPARSEGP_QUICK=1`, the mode this site is built in: "
+            "shorter fits than `python` on the script gives, so the numbers and figures differ "
+            "from a full run's):")
+
+
 def run_script(script: Path, out_dir: Path) -> str:
     """Run a gallery script in a fresh process (quick mode unless SPARSEGP_DOCS_FULL=1); its
     figures land in out_dir. Returns what it printed; raises if it fails."""
     env = {**os.environ, "MPLBACKEND": "Agg", "SPARSEGP_GALLERY_OUT": str(out_dir)}
-    if os.environ.get("SPARSEGP_DOCS_FULL") != "1":
+    if quick_mode():
         env["SPARSEGP_QUICK"] = "1"
     done = subprocess.run([sys.executable, str(script)], cwd=out_dir, env=env,
                           capture_output=True, text=True, timeout=900)
@@ -118,7 +133,7 @@ def render_script(script: Path, out_dir: Path) -> None:
     for kind, text in cells(script.read_text()):
         page.append(text if kind == "markdown" else f"```python\n{text}\n```")
     if printed.strip():
-        page.append(f"What it prints:\n\n```text\n{printed.rstrip()}\n```")
+        page.append(f"{printed_heading(quick_mode())}\n\n```text\n{printed.rstrip()}\n```")
     page += [f"![{fig.stem}]({fig.name})" for fig in figures]
     page.append(f"*The script: `examples/gallery/{script.name}` (run it with `python "
                 f"examples/gallery/{script.name}`; `SPARSEGP_QUICK=1` for a quick run).*")

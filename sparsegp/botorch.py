@@ -1,9 +1,10 @@
 """BoTorch models: a fitted sparsegp regression model drives Bayesian optimisation with
 BoTorch's acquisition functions and optimisers (`as_botorch(model)`).
 
-An optional extra (`pip install "sparsegp[botorch]"`): `import sparsegp` never imports
-BoTorch, this module does. `SparseGPModel` wraps a single-output sparsegp model with a
-Gaussian likelihood (GPR, SGPR, SVGP) as a `botorch.models.model.Model`:
+An optional extra (`pip install ".[botorch]"` in a clone of sparsegp, or
+`pip install "botorch>=0.18"`): `import sparsegp` never imports BoTorch, this module does.
+`SparseGPModel` wraps a single-output sparsegp model with a Gaussian likelihood (GPR, SGPR,
+SVGP) as a `botorch.models.model.Model`:
 
 * `posterior(X)` for X [batch, q, d] (or [q, d]) is a `GPyTorchPosterior` whose mean and
   covariance over each q-batch are the model's joint predictive of f* (`predict_f(...,
@@ -50,7 +51,8 @@ try:
     from gpytorch.distributions import MultivariateNormal
 except ImportError as err:
     raise ImportError('sparsegp.botorch needs BoTorch; install it with '
-                      'pip install "sparsegp[botorch]"') from err
+                      'pip install "botorch>=0.18" (in a clone of sparsegp: '
+                      'pip install ".[botorch]")') from err
 
 __all__ = ["SparseGPModel", "as_botorch", "set_botorch_priors"]
 

@@ -1,8 +1,11 @@
-"""The `sparsegp` command line (also `python -m sparsegp`): demo, fit, predict."""
+"""The `sparsegp` command line (also `python -m sparsegp`): a demo, fitting a model to a CSV
+file and predicting with it, benchmarks and paper reproductions."""
 
 # Only the standard library at the top: torch, numpy and the models are imported where a
 # command needs them (`--version` and `--help` need none of them), inside `entry`'s handling
-# of Ctrl-C, so that an interrupt while they load is reported like any other.
+# of Ctrl-C, so that an interrupt while they load is reported like any other. A command's
+# argument checks (its `check`: the files exist, the columns are there, the options agree)
+# run before they are imported, so that a mistyped file name is an error at once.
 
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ import signal
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     import numpy as np
 
@@ -41,11 +45,17 @@ def kernel_class(name: str) -> Callable[..., RadialKernel]:
             "matern52": Matern52}[name]
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _demo_arguments(args: argparse.Namespace) -> None:
+    """The demo's argument check, before torch is imported."""
     if str(args.out) == "-":
         raise ValueError("--out -: the demo writes a figure (PNG) into a folder, not text for "
                          "standard output (the table is printed there anyway); give a folder "
                          "name")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if not hasattr(args, "checked"):
+        _demo_arguments(args)
     from .experiments.demo import format_table, run_demo
 
     rows, path = run_demo(args.out, num_inducing=args.num_inducing, progress=args.progress)
@@ -54,12 +64,13 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fit(args: argparse.Namespace) -> int:
-    from .diagnostics.convergence import limit_message
-    from .models import GPR, KISSGP, RFF, SGPR, SSGP
-    from .models.persistence import check_model_path
-    from .partition import cluster_blocks
-    from .runtime.tabular import csv_header, read_csv
+def _fit_arguments(args: argparse.Namespace) -> tuple[Path, list[str]]:
+    """The checks of `sparsegp fit`'s arguments that need neither torch nor the models (run
+    before they are imported, which takes seconds): the output path, the data file, its
+    columns and the options that exclude each other. Returns (the output path, the input
+    columns)."""
+    from .runtime.files import check_model_path
+    from .runtime.tabular import csv_header
 
     if str(args.out) == "-":
         raise ValueError("--out -: a model is a binary file, not text for standard output; "
@@ -73,21 +84,38 @@ def _fit(args: argparse.Namespace) -> int:
                 else [n for n in names if n != args.target])
     if not features:
         raise ValueError(f"{args.data} has no input columns besides the target {args.target!r}")
-    _, data = read_csv(args.data, columns=[*features, args.target])  # only these are parsed
-    X, y = data[:, :-1], data[:, -1]
-    kernel = kernel_class(args.kernel)(ard=True)
-    # y is standardised inside as every regression model does by default; X with --standardize
-    common = dict(kernel=kernel, mean=args.mean, standardize_X=args.standardize)
     if args.blocks is not None and args.approximation not in ("fitc", "pep"):
         raise ValueError("--blocks applies to --approximation fitc (PITC) or pep")
     if args.alpha is not None and args.approximation not in PSEUDO_POINT:
         raise ValueError(f"--alpha applies to the pseudo-point family ({', '.join(PSEUDO_POINT)}),"
                          f" not to --approximation {args.approximation}")
+    if args.approximation == "exact" and args.num_inducing is not None:
+        raise ValueError("-M does not apply to --approximation exact")
+    return out, features
+
+
+def _fit(args: argparse.Namespace) -> int:
+    out, features = args.checked if hasattr(args, "checked") else _fit_arguments(args)
+    shown: list[str] = []  # the warnings the run printed (a ScaleWarning at construction, ...)
+    with _counting_warnings(shown):
+        return _fit_model(args, out, features, shown)
+
+
+def _fit_model(args: argparse.Namespace, out: Path, features: list[str], shown: list[str]) -> int:
+    from .diagnostics.convergence import limit_message
+    from .models import GPR, KISSGP, RFF, SGPR, SSGP
+    from .partition import cluster_blocks
+    from .runtime.tabular import read_csv
+    from .training.result import TERMINATED_STATUS, FitTerminated
+
+    _, data = read_csv(args.data, columns=[*features, args.target])  # only these are parsed
+    X, y = data[:, :-1], data[:, -1]
+    kernel = kernel_class(args.kernel)(ard=True)
+    # y is standardised inside as every regression model does by default; X with --standardize
+    common = dict(kernel=kernel, mean=args.mean, standardize_X=args.standardize)
     M = args.num_inducing  # None: the model's own default (SGPR: min(N, 100) inducing points)
     model: GPModel
     if args.approximation == "exact":
-        if M is not None:
-            raise ValueError("-M does not apply to --approximation exact")
         check_exact_memory(X.shape[0])
         model = GPR(X, y, **common)
     elif args.approximation == "ski":  # -M grid points per input dimension
@@ -102,25 +130,66 @@ def _fit(args: argparse.Namespace) -> int:
                      alpha=alpha, seed=args.seed, blocks=blocks, **common)
     model.feature_names = features  # saved with the model; `predict` reads these columns
     start = time.perf_counter()
-    result = model.fit(maxiter=args.maxiter, progress=args.progress, diagnose=False)
+    try:  # after Ctrl-C the exit status is 130; after SIGTERM 143, once the model is saved
+        result, status = model.fit(maxiter=args.maxiter, progress=args.progress,
+                                   diagnose=False), 130
+    except FitTerminated as stop:
+        result, status = stop.result, TERMINATED_STATUS
     seconds = time.perf_counter() - start
     print(f"{type(model).__name__} ({args.approximation}) on {X.shape[0]} points, "
           f"{X.shape[1]} inputs: {result}; {seconds:.2f} s")
     note = limit_message(result, type(model).__name__, X.shape[0], "--maxiter", "iterations")
     if note is not None:  # the checks print below instead of warning; the limit is said here
         print(f"sparsegp fit: warning: {note} (here: --maxiter)", file=sys.stderr)
+        shown.append("the iteration limit")
     model.metadata.update(target=args.target)
     if result.interrupted and not args.save_interrupted:
         print(f"sparsegp fit: interrupted; no model written (--save-interrupted writes the last "
               f"accepted parameters to {out})", file=sys.stderr)
-        return 130
-    try:  # objective, bounds, noise and the checks, in place of a warning
-        print(model.diagnostics())
-    except Exception as err:  # noqa: BLE001 - a report must not cost the user the fitted model
-        print(f"(the diagnostics could not be computed: {type(err).__name__}: {err})")
+        return status
+    if status == TERMINATED_STATUS:  # SIGTERM: save at once, before a scheduler's SIGKILL
+        report = "(no diagnostics: the fit was stopped by SIGTERM)"
+    else:
+        try:  # objective, bounds, noise and the checks, in place of a warning
+            report = str(model.diagnostics())
+        except Exception as err:  # noqa: BLE001 - a report must not cost the user the model
+            report = f"(the diagnostics could not be computed: {type(err).__name__}: {err})"
+    print(with_run_warnings(report, shown))
     model.save(out)
     print(f"model written to {out}")
-    return 130 if result.interrupted else 0
+    return status if result.interrupted else 0
+
+
+@contextmanager
+def _counting_warnings(shown: list[str]) -> Iterator[None]:
+    """Inside, every warning shown (however it is shown) is also counted in `shown`, by its
+    category's name."""
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def counted(message: Warning | str, category: type[Warning], *args: Any,
+                    **kwargs: Any) -> None:
+            shown.append(category.__name__)
+            show(message, category, *args, **kwargs)
+
+        warnings.showwarning = counted
+        yield
+
+
+def with_run_warnings(report: str, shown: list[str]) -> str:
+    """The diagnostics `report` of `sparsegp fit`, its count of warnings made that of the whole
+    run: the checks' own, and those printed on standard error while it ran (`shown`: their
+    categories), so that it never ends "no warnings" after a warning."""
+    if not shown:
+        return report
+    kinds = ", ".join(dict.fromkeys(shown))
+    during = (f"{len(shown)} during the run, printed on standard error above ({kinds})")
+    lines = report.splitlines()
+    if lines and lines[-1] == "no warnings":
+        return "\n".join([*lines[:-1], f"warnings: {during}; none from these checks"])
+    if "warnings:" in lines:  # the checks' list, then these
+        return f"{report}\n  - and {during}"
+    return f"{report}\nwarnings: {during}"
 
 
 def check_exact_memory(n: int) -> None:
@@ -155,14 +224,28 @@ def _listed_features(text: str, target: str) -> list[str]:
     return features
 
 
+def _predict_arguments(args: argparse.Namespace) -> Path | None:
+    """The checks of `sparsegp predict`'s arguments that need neither torch nor the models
+    (run before they are imported): the model and data files exist, the output is neither.
+    Returns the output path (None: standard output)."""
+    out = None if args.out is None or str(args.out) == "-" else args.out  # "-": stdout
+    if out is not None:  # before anything is read or computed
+        check_not_an_input(out, [args.model, args.data], "--out")
+    if Path(args.model).is_dir():  # the messages of `load` and `read_csv`
+        raise IsADirectoryError(f"{args.model} is a folder, not a model file")
+    if not Path(args.model).is_file():
+        raise FileNotFoundError(f"no such model file: {args.model}")
+    if not Path(args.data).is_file():
+        raise FileNotFoundError(f"no such data file: {args.data}")
+    return out
+
+
 def _predict(args: argparse.Namespace) -> int:
     from .models import load
     from .models.regression import GPModel
     from .runtime.tabular import csv_header, read_csv, write_csv
 
-    out = None if args.out is None or str(args.out) == "-" else args.out  # "-": stdout
-    if out is not None:  # before anything is read or computed
-        check_not_an_input(out, [args.model, args.data], "--out")
+    out = args.checked if hasattr(args, "checked") else _predict_arguments(args)
     model = load(args.model)
     if not hasattr(model, "feature_names"):  # the random-input models predict from latents
         raise TypeError(f"sparsegp predict takes models of inputs X (regression and "
@@ -240,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-M", "--num-inducing", type=int, default=12,
                    help="inducing points of the sparse models (default: 12)")
     d.add_argument("--progress", action="store_true", help="show progress bars")
-    d.set_defaults(run=_demo)
+    d.set_defaults(run=_demo, check=_demo_arguments)
 
     f = sub.add_parser("fit", help="fit a model to a CSV file and save it")
     f.add_argument("data", type=Path, help="CSV file with a header row")
@@ -274,8 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="file the fitted model is written to (default: model.pt; replaced "
                    "whole if it exists; `sparsegp predict` and sparsegp.load read it)")
     f.add_argument("--save-interrupted", action="store_true",
-                   help="on Ctrl-C, still write the model at the last accepted parameters")
-    f.set_defaults(run=_fit)
+                   help="on Ctrl-C (exit status 130) or SIGTERM (143), still write the model "
+                        "at the last accepted parameters")
+    f.set_defaults(run=_fit, check=_fit_arguments)
 
     q = sub.add_parser("predict", help="predict with a saved model at the rows of a CSV file")
     q.add_argument("model", type=Path,
@@ -285,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default, or -: standard output)")
     q.add_argument("--latent", action="store_true",
                    help="variance of the latent f (default: of noisy y, noise included)")
-    q.set_defaults(run=_predict)
+    q.set_defaults(run=_predict, check=_predict_arguments)
 
     b = sub.add_parser("bench", help="benchmarks: speed (seconds and memory of the VFE, FITC "
                        "and PEP objectives and gradients), interdomain (inducing deltas against "
@@ -351,7 +435,9 @@ def entry() -> int:
     `sparsegp experiment ...` first makes the process keep freed memory for reuse (long runs
     of same-sized steps; `runtime/allocator.py`). Calling `main` from Python changes no such setting.
     Ctrl-C at any point, the imports of torch and the models included, ends it with one line
-    (`sparsegp fit: interrupted`) and exit status 130."""
+    (`sparsegp fit: interrupted`) and exit status 130. SIGTERM during a fit ends it with
+    status 143 once that fit has stopped (`sparsegp fit --save-interrupted` first writes the
+    model); outside a fit SIGTERM keeps its own action."""
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
         if command == "experiment":
@@ -386,20 +472,33 @@ def _ignore_further_interrupts() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
+    try:  # the arguments' own errors (a missing file, a column that is not there) first:
+        if hasattr(args, "check"):  # importing torch and the models takes seconds
+            args.checked = args.check(args)
+    except (ValueError, TypeError, OSError) as err:
+        return _error(args.command, err)
     from .training.interrupts import interrupts_end_run
+    from .training.result import TERMINATED_STATUS, FitTerminated
 
     try:
         # an interrupted fit ends the commands that run many (bench, experiment, demo);
-        # `fit` returns it, to save it with --save-interrupted
-        with interrupts_end_run(args.command != "fit"):
+        # `fit` gets it back after Ctrl-C or SIGTERM, to save it with --save-interrupted
+        with interrupts_end_run(True if args.command != "fit" else None):
             return args.run(args)
     except KeyboardInterrupt:
         print(f"sparsegp {args.command}: interrupted", file=sys.stderr)
         return 130
+    except FitTerminated:  # SIGTERM during a fit: exit status 143
+        print(f"sparsegp {args.command}: terminated (SIGTERM)", file=sys.stderr)
+        return TERMINATED_STATUS
     except (ValueError, TypeError, OSError, RuntimeError, MemoryError) as err:
-        from .runtime.allocator import allocation_failure
+        return _error(args.command, err)
 
-        message = allocation_failure(err) or str(err)
-        print(f"sparsegp {args.command}: error: {command_text(message, args.command)}",
-              file=sys.stderr)
-        return 2
+
+def _error(command: str, err: Exception) -> int:
+    """Print an error of `command` as its one line; returns the exit status, 2."""
+    from .runtime.allocator import allocation_failure
+
+    message = allocation_failure(err) or str(err)
+    print(f"sparsegp {command}: error: {command_text(message, command)}", file=sys.stderr)
+    return 2

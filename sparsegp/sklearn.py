@@ -1,8 +1,9 @@
 """scikit-learn estimators: `SparseGPRegressor` (SGPR, or GPR) and `SparseGPClassifier` (SGPC
 or SVGP), for pipelines, grid searches and cross-validation.
 
-An optional extra (`pip install "sparsegp[sklearn]"`): `import sparsegp` never imports
-scikit-learn, this module does. The estimators follow scikit-learn's conventions: the
+An optional extra (`pip install ".[sklearn]"` in a clone of sparsegp, or
+`pip install "scikit-learn>=1.3"`): `import sparsegp` never imports scikit-learn, this module
+does. The estimators follow scikit-learn's conventions: the
 constructor stores its arguments unchanged, `fit(X, y)` builds and trains a sparsegp model
 (`model_`, a plain sparsegp model that `diagnostics()`, `save()` etc. work on) on copies of
 the kernel and mean, and every fitted attribute ends in an underscore. Shapes: X [N, D],
@@ -30,7 +31,8 @@ try:
     from sklearn.utils.validation import check_is_fitted
 except ImportError as err:
     raise ImportError('sparsegp.sklearn needs scikit-learn; install it with '
-                      'pip install "sparsegp[sklearn]"') from err
+                      'pip install "scikit-learn>=1.3" (in a clone of sparsegp: '
+                      'pip install ".[sklearn]")') from err
 
 try:
     from sklearn.utils.validation import validate_data

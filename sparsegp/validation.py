@@ -306,6 +306,12 @@ class ScaleWarning(UserWarning):
     y [N] whose spread is far from 1 or whose offset is many spreads from 0; the message says
     which). `standardize_X=True` / `standardize_y=True` (or `mean="constant"`) fix it.
 
+    It is given where the data are given: when the model is built (`sg.SGPR(X, y)`), as
+    GPflow checks a model's data at construction, and not again by `fit()`. To catch or
+    silence it, put `warnings.catch_warnings()` around the construction, not around `fit()`.
+    The scikit-learn estimators (`sparsegp.sklearn`) take their data in `fit(X, y)` and build
+    the model there, so there it comes from `fit`, as scikit-learn's own warnings do.
+
     Example:
 
         >>> import warnings, sparsegp as sg
@@ -317,6 +323,7 @@ class ScaleWarning(UserWarning):
         ['ScaleWarning']
         >>> with warnings.catch_warnings():
         ...     warnings.simplefilter("error", sg.ScaleWarning)
+        ...     result = m.fit(maxiter=2, progress=False, diagnose=False)  # not given again
         ...     m = sg.GPR(X * 1e4, y, standardize_X=True)  # no warning
     """
 

@@ -12,9 +12,23 @@ import pytest
 #: The developers' data folder, beside the repository (a user's clone has none). The tests
 #: name it; the package never does (its default is $SPARSEGP_DATA_DIR, else the user cache folder).
 DEVELOPERS_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
-#: The data folder of the data-driven tests: $SPARSEGP_DATA_DIR when set, else the developers'
-#: folder. Tests that need files missing from it skip with the reason.
-TEST_DATA_DIR = Path(os.environ.get("SPARSEGP_DATA_DIR") or DEVELOPERS_DATA_DIR)
+
+
+def find_test_data_dir(environ=os.environ, developers: Path = DEVELOPERS_DATA_DIR) -> Path:
+    """The data folder of the data-driven tests: where the experiments look by default —
+    $SPARSEGP_DATA_DIR when set, else sparsegp/data in the user cache folder — and, when that
+    default is no folder, the developers' folder beside the repository if there is one."""
+    from sparsegp.experiments.shared.datafolder import DATA_DIR_VARIABLE, user_cache_folder
+
+    if environ.get(DATA_DIR_VARIABLE):
+        return Path(environ[DATA_DIR_VARIABLE]).expanduser().absolute()
+    default = (user_cache_folder(environ=environ) / "sparsegp" / "data").absolute()
+    return developers if not default.is_dir() and developers.is_dir() else default
+
+
+#: The data folder of the data-driven tests (`find_test_data_dir`). Tests that need files missing
+#: from it skip with the reason.
+TEST_DATA_DIR = find_test_data_dir()
 
 
 def no_data_reason(files: str) -> str:

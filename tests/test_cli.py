@@ -193,3 +193,70 @@ def test_the_getting_started_page_names_every_benchmark_and_experiment():
         which = next(a for a in sub[command]._actions if a.dest == "which")
         missing = [name for name in which.choices if f"sparsegp {command} {name} " not in page]
         assert not missing, f"docs/index.md's command list lacks `sparsegp {command}` {missing}"
+
+
+# -- argument errors before torch -------------------------------------------------------------
+def test_argument_errors_are_found_before_torch_is_imported(tmp_path):
+    # importing torch and the models takes seconds (a minute on a loaded machine): a mistyped
+    # file name, a missing column or options that exclude each other are errors without them
+    write_csv(tmp_path / "d.csv", ["a", "y"], np.random.default_rng(0).normal(size=(10, 2)))
+    d, nope = str(tmp_path / "d.csv"), str(tmp_path / "nope.csv")
+    cases = [
+        (["fit", nope, "--target", "y"], "no such data file"),
+        (["fit", d, "--target", "zz"], "--target 'zz' is not a column"),
+        (["fit", d, "--target", "y", "--out", str(tmp_path / "no" / "m.pt")], "does not exist"),
+        (["fit", d, "--target", "y", "--approximation", "exact", "-M", "3"], "-M does not apply"),
+        (["fit", d, "--target", "y", "--blocks", "2"], "--blocks applies to"),
+        (["predict", str(tmp_path / "nope.pt"), d], "no such model file"),
+        (["predict", d, nope], "no such data file"),
+        (["demo", "--out", "-"], "writes a figure"),
+    ]
+    script = ("import sys; from sparsegp.cli import main; status = main(sys.argv[1:]); "
+              "print(status, 'torch' in sys.modules)")
+    for argv, message in cases:
+        done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True,
+                              text=True, timeout=120)
+        assert done.stdout.split() == ["2", "False"], (argv, done.stdout, done.stderr)
+        assert message in done.stderr and done.stderr.count("\n") == 1, (argv, done.stderr)
+
+
+# -- the warnings of a run --------------------------------------------------------------------
+def test_fit_never_says_no_warnings_after_printing_one(tmp_path):
+    X, y = make_problem(1, N=60)
+    write_csv(tmp_path / "d.csv", ["u", "v", "y"], np.c_[1e4 * X, y])  # inputs on a scale of 1e4
+    done = subprocess.run([sys.executable, "-m", "sparsegp", "fit", str(tmp_path / "d.csv"),
+                           "--target", "y", "-M", "10", "--out", str(tmp_path / "m.pt")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "sparsegp fit: ScaleWarning: SGPR: badly scaled data" in done.stderr
+    assert "no warnings" not in done.stdout
+    assert "1 during the run, printed on standard error above (ScaleWarning)" in done.stdout
+    # a report whose checks found nothing says so, and counts the run's warnings
+    from sparsegp.cli import with_run_warnings
+
+    report = "Diagnostics of SGPR\n  noise variance  0.1\nno warnings"
+    assert with_run_warnings(report, []) == report
+    assert with_run_warnings(report, ["ScaleWarning", "the iteration limit"]).splitlines()[-1] \
+        == ("warnings: 2 during the run, printed on standard error above (ScaleWarning, the "
+            "iteration limit); none from these checks")
+
+
+def test_the_help_texts_describe_the_software(capsys):
+    import argparse
+    import re
+
+    from sparsegp.cli import build_parser
+
+    top = " ".join(build_parser().format_help().split())
+    assert "demo, fit, predict." not in top and "benchmarks and paper reproductions" in top
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    paths = [[name] for name in sub.choices]
+    for name in ("bench", "experiment"):
+        which = next(a for a in sub.choices[name]._actions if a.dest == "which")
+        paths += [[name, choice] for choice in which.choices]
+    for path in paths:  # `bench speed --help` spoke of "the issue" that defined its flops
+        with pytest.raises(SystemExit):
+            main([*path, "--help"])
+        text = capsys.readouterr().out
+        assert text.startswith("usage:"), path
+        assert not re.search(r"\b(issues?|sessions?)\b", text, flags=re.I), path

@@ -6,10 +6,13 @@ every gallery script has a page, and the gallery's cell parser reads percent-for
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slow  # `-m "not slow"` leaves these out
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,3 +84,27 @@ def test_the_cli_reference_covers_every_command():
     assert ["fit"] in paths and ["bench", "compare"] in paths
     assert ["experiment", "bui2017"] in paths
     assert "usage: sparsegp fit" in hooks.help_text(["fit"])
+
+
+def test_the_gallery_says_when_its_output_is_quick_modes(tmp_path, monkeypatch):
+    hooks = load_hooks()
+    script = tmp_path / "plot_tiny.py"
+    script.write_text('"""A tiny script."""\n\n# %%\nprint("a number: 1.0")\n')
+    monkeypatch.delenv("SPARSEGP_DOCS_FULL", raising=False)
+    hooks.render_script(script, tmp_path)
+    page = (tmp_path / "plot_tiny.md").read_text()
+    assert "What it prints in quick mode (`SPARSEGP_QUICK=1`" in page and "a number: 1.0" in page
+    assert hooks.printed_heading(False) == "What it prints:"
+
+
+def test_the_family_gallery_prints_no_nan_for_the_exact_gps_bound(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARSEGP_QUICK": "1", "MPLBACKEND": "Agg",
+           "SPARSEGP_GALLERY_OUT": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "gallery" / "plot_family.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [exact] = [line.split() for line in done.stdout.splitlines() if line.startswith("exact")]
+    assert exact[-1] == "—" and "nan" not in done.stdout

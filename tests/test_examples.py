@@ -11,6 +11,8 @@ import torch
 
 from sparsegp.cli import main
 
+pytestmark = pytest.mark.slow  # `-m "not slow"` leaves these out
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-pytest.importorskip("sklearn", reason="scikit-learn is an optional extra: pip install 'sparsegp[sklearn]'")
+pytest.importorskip("sklearn", reason="scikit-learn is an optional extra: pip install '.[sklearn]'")
 
 from sklearn.model_selection import GridSearchCV, cross_val_score  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
@@ -267,3 +267,12 @@ def test_sample_y_draws_from_the_predictive_of_predict_with_its_covariance():
         assert np.all(np.abs(np.cov(draws) - cov) < 6 * np.outer(sd, sd) * np.sqrt(2 / S))
     with pytest.raises(ValueError, match="n_samples"):
         reg.sample_y(Xs, 0)
+
+
+def test_a_missing_scikit_learn_is_named_in_the_error():
+    code = ("import sys; sys.modules['sklearn'] = None\n"
+            "try:\n    import sparsegp.sklearn\nexcept ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    assert 'pip install "scikit-learn>=1.3"' in out and 'pip install ".[sklearn]"' in out
+    assert "sparsegp[" not in out

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # `-m "not slow"` leaves these out
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The torch whose type stubs the package is checked against (CI installs exactly this one):
 #: other torch releases change their stubs, and errors there say nothing about this code.

@@ -128,3 +128,23 @@ def test_read_only_arrays_are_read_without_a_warning():
         warnings.simplefilter("error")  # torch: "The given NumPy array is not writable"
         model = sg.SGPR(X, y, inducing_points=5)
         model.predict(X[:3])
+
+
+def test_the_scale_warning_is_given_at_construction_and_documented_so():
+    # the data are given to the constructor, as in GPflow: a `catch_warnings()` around `fit()`
+    # alone does not see it, and the documentation says where to put it
+    from pathlib import Path
+
+    X, y = sg.datasets.snelson()
+    with warnings.catch_warnings(record=True) as built:
+        warnings.simplefilter("always")
+        model = sg.SGPR(X * 1e4, y, inducing_points=10)
+    with warnings.catch_warnings(record=True) as fitted:
+        warnings.simplefilter("always")
+        model.fit(maxiter=3, progress=False, diagnose=False)
+    assert [w.category for w in built] == [sg.ScaleWarning]
+    assert sg.ScaleWarning not in {w.category for w in fitted}
+    doc = " ".join((sg.ScaleWarning.__doc__ or "").split())
+    assert "when the model is built" in doc and "not again by `fit()`" in doc
+    page = (Path(__file__).resolve().parents[1] / "docs" / "diagnostics.md").read_text()
+    assert "put the construction inside `warnings.catch_warnings()` too" in " ".join(page.split())

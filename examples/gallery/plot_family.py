@@ -33,14 +33,15 @@ for name, options in {"VFE": {"approximation": "vfe"}, "FITC": {"approximation":
 
 # %% [markdown]
 # The objective of each fit, its noise variance and — for the sparse ones — the Titsias
-# (2014) upper bound on the exact log evidence at the same hyperparameters:
+# (2014) upper bound on the exact log evidence at the same hyperparameters (the exact GP's
+# objective is the log evidence itself: no bound, "—"):
 
 # %%
 print(f"{'model':<10} {'objective':>10} {'noise':>8} {'upper bound':>12}")
 for name, model in models.items():
-    upper = model.upper_bound() if name != "exact" else float("nan")
+    upper = "—" if name == "exact" else f"{model.upper_bound():.2f}"
     print(f"{name:<10} {model.log_marginal_likelihood():>10.2f} {model.noise_variance:>8.4f} "
-          f"{upper:>12.2f}")
+          f"{upper:>12}")
 
 # %%
 Xs = np.linspace(-1, 7, 300)[:, None]

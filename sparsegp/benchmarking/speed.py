@@ -5,7 +5,7 @@ PEP(0.5) (and the naive baseline of `naive.py` where it fits in memory), a fresh
 times `training_loss()` plus its gradient (median of ≥ 5 after a warm-up) and, right before
 every repetition, a float64 matrix product of the chunk's shapes (M×B by B×M): the ratio of
 the two rates is taken repetition by repetition, so that drift of the machine's speed
-affects both. Flops are counted as the issue defines them: 3·N·M² for VFE (one symmetric
+affects both. Flops are counted by this convention: 3·N·M² for VFE (one symmetric
 N·M² product forward, its transpose products backward), 6·N·M² for FITC and PEP. Peak
 resident memory is the worker process's own (`ru_maxrss`), reported in total and above the
 worker's baseline (interpreter, torch and the data). A prediction case times mean and

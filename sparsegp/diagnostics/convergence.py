@@ -4,11 +4,15 @@ A fit ends in one of three ways: its optimiser converged (nothing to say), it st
 limit — L-BFGS-B at `maxiter` iterations (or at its budget of objective evaluations), the EP
 schedule at `maxiter` rounds — before converging, or it ran a budget the user chose — `epochs`
 of minibatches, a number of Adam steps — which has no convergence test. A limit reached is
-always worth a warning. A budget is not a failure unless the objective still climbs at its
-end: its rate over the last quarter of the budget (the mean of the last quarter of the
-recorded objectives minus that of the quarter before, per epoch or step; means over a
-quarter average out the noise of minibatch estimates) would gain, over as many epochs
-again, more than `STILL_RISING_PER_POINT` nats per data point.
+worth a warning unless the objective had settled there (below). A budget is not a failure
+unless the objective still climbs at its end: its rate over the last quarter of the budget
+(the mean of the last quarter of the recorded objectives minus that of the quarter before,
+per epoch or step; means over a quarter average out the noise of minibatch estimates) would
+gain, over as many epochs again, more than `STILL_RISING_PER_POINT` nats per data point.
+Likewise an L-BFGS-B fit at its limit whose objective has settled — at the rate of its last
+tenth of iterations, as many iterations again would gain less than `material_nats(N)` — has
+converged in practice and is not warned about (more iterations could not change what a user
+sees).
 
 Shapes: `limit_message(result, ...)` of a `FitResult` -> a sentence, or None.
 """
@@ -31,7 +35,8 @@ def material_nats(num_data: int) -> float:
 
 
 class ConvergenceWarning(UserWarning):
-    """`fit()` stopped at its iteration or round limit before converging, ran out of its epoch
+    """`fit()` stopped at its iteration or round limit before converging (its objective still
+    rising, not settled: see `settled`), ran out of its epoch
     budget while the objective still rose, or ended far worse than the data-based starting
     values (and restarted from them); the message names the limit and the option that
     raises it.
@@ -62,6 +67,15 @@ def _rise(history: list[float], window: int) -> float:
     return sum(last) / len(last) - sum(before) / len(before)
 
 
+def settled(rise: float, window: int, iterations: int, num_data: int) -> bool:
+    """Whether a fit that stopped at its iteration limit has settled: the objective rose by
+    `rise` nats over its last `window` iterations, and at that rate as many iterations again
+    as it ran (`iterations`) would gain less than `material_nats(num_data)` (a fall or no
+    change is settled too). A fit whose objective rose by 7.6e-05 nats over its last 10 of
+    100 iterations would gain about 8e-04 nats more: it has converged in practice."""
+    return rise / max(window, 1) * max(iterations, window) < material_nats(num_data)
+
+
 def limit_message(result: Any, name: str, num_data: int, budget_option: str,
                   budget_unit: str) -> str | None:
     """What `fit()` warns about `result` (a `FitResult`), or None. `name` names the model,
@@ -79,7 +93,8 @@ def limit_message(result: Any, name: str, num_data: int, budget_option: str,
         gain = rate * len(history)  # as many epochs (steps) again, at the final rate
         if gain <= STILL_RISING_PER_POINT * max(num_data, 1):
             return None
-        return (f"{name}.fit ran its budget of {result.iterations} {budget_unit} while the "
+        done = result.info.get(budget_unit, result.iterations)  # epochs: info["epochs"]
+        return (f"{name}.fit ran its budget of {done} {budget_unit} while the "
                 f"objective still rose by {rate:.3g} nats per {budget_unit.rstrip('s')} over "
                 f"the last {window} (at that rate, as many again would gain {gain:.3g} nats, "
                 f"{gain / max(num_data, 1):.3g} per data point); pass a larger "
@@ -98,6 +113,9 @@ def limit_message(result: Any, name: str, num_data: int, budget_option: str,
     if limit is None:
         return None  # a numerical stop (already warned about) or a line search's end
     window = max(1, len(history) // 10)
+    if len(history) > window and settled(history[-1] - history[-1 - window], window,
+                                         result.iterations, num_data):
+        return None  # converged in practice: more iterations would not change the fit
     last = "last iteration" if window == 1 else f"last {window} iterations"
     change = (f": the objective rose by {history[-1] - history[-1 - window]:.3g} nats over its "
               f"{last}" if len(history) > window else "")

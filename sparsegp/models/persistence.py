@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import torch
 
 from ..runtime.config import FORMAT_VERSION
-from ..runtime.files import write_atomically
+from ..runtime.files import check_model_path, write_atomically
 from ..version import __version__
 from .classes import MODELS
 
@@ -167,20 +166,6 @@ def check_restorable(model: Any) -> None:
         raise TypeError(f"cannot save: {', '.join(lost)} would be rebuilt with the default on "
                         "load, as config() does not record it; extend the class's config() to "
                         "put it in 'args' (its positive parameters are recorded already)")
-
-
-def check_model_path(path: str | Path) -> Path:
-    """`path` as a Path if a model file can be written there, else a clear OSError."""
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"cannot save a model to {path}: it is a folder; give a file "
-                                "name such as model.pt")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot save a model to {path}: the folder "
-                                f"{path.parent} does not exist")
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise PermissionError(f"cannot save a model to {path}: permission denied")
-    return path
 
 
 def check_finite_values(path: Path, tensors: dict[str, Any]) -> None:

@@ -115,3 +115,18 @@ def reason(err: BaseException) -> str:
     if code == errno.EISDIR:
         return "it is a folder"
     return type(err).__name__
+
+
+def check_model_path(path: str | Path) -> Path:
+    """`path` as a Path if a model file can be written there, else a clear OSError (here, not
+    in `models.persistence`, so that the command line checks it before importing torch)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot save a model to {path}: it is a folder; give a file "
+                                "name such as model.pt")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot save a model to {path}: the folder "
+                                f"{path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise PermissionError(f"cannot save a model to {path}: permission denied")
+    return path

@@ -241,7 +241,9 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     energy = _final_energy(model)
     if energy is None:
         _, interrupted, message = _energy_interrupted(name, interrupted, message)
-    return accepted(FitResult(not (interrupted or stopped), message, done, counts["steps"],
-                              math.nan if energy is None else energy, history,
-                              time.perf_counter() - start, counts, interrupted,
-                              fixed_budget=True))
+    # iterations are the Adam steps (one per minibatch), as for every other fit; history
+    # holds the energy after each epoch, and info the epochs with the other counts
+    return accepted(FitResult(not (interrupted or stopped), message, counts["steps"],
+                              counts["steps"], math.nan if energy is None else energy, history,
+                              time.perf_counter() - start, {**counts, "epochs": done},
+                              interrupted, fixed_budget=True))

@@ -73,7 +73,9 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     """Minibatches of `batch_size` (default min(N, 256)) from the model's data or from `data`
     (a DataLoader of (X, y) batches in the units of X) for `epochs` (default: about 2,000
     steps), drawn with `seed` (default 0); Adam steps (`lr`, default `DEFAULT_LR`), and
-    natural-gradient steps of size `gamma` (default 0.1) on q(u) when `natgrad`."""
+    natural-gradient steps of size `gamma` (default 0.1) on q(u) when `natgrad`. The result
+    counts steps (one per minibatch) as its `iterations` and `evaluations`, its `history` is
+    the mean objective of each epoch, and `info` holds {"epochs": ..., "steps": ...}."""
     start = time.perf_counter()
     history: list[float] = []
     steps, epoch = 0, 0
@@ -148,9 +150,12 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
         if bar is not None:
             bar.close()
     objective = history[-1] if history else float("nan")
-    return accepted(FitResult(success, message, len(history), steps, objective, history,
-                              time.perf_counter() - start, interrupted=interrupted,
-                              fixed_budget=True))
+    # iterations are the optimiser's steps (one per minibatch), as for every other fit;
+    # history holds each epoch's mean objective, and info the epochs and steps
+    return accepted(FitResult(success, message, steps, steps, objective, history,
+                              time.perf_counter() - start,
+                              info={"epochs": len(history), "steps": steps},
+                              interrupted=interrupted, fixed_budget=True))
 
 
 def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],

@@ -84,3 +84,39 @@ def test_a_budget_warns_when_as_much_again_would_gain_more_than_a_twentieth_per_
     text = limit_message(res, "SVGP", 100, "epochs=", "epochs")  # 0.08 per point
     assert "budget of 7 epochs while the objective still rose by 1 nats per epoch" in text
     assert "gain 8 nats, 0.08 per data point" in text and "larger epochs=" in text
+
+
+def test_a_fit_settled_at_its_iteration_limit_is_not_warned_about():
+    # 100 iterations, the objective rising by 7.6e-05 nats over the last 10: as many iterations
+    # again would gain about 8e-04 nats, far below what could change the fit (max(1, N/1000))
+    h = [-200.0 + 50 * (1 - 0.5 ** i) for i in range(90)]
+    h += [h[-1] + 7.6e-6 * (i + 1) for i in range(11)]
+    res = result("STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT", history=h,
+                 info={"limit": "iterations"})
+    assert res.iterations == 100
+    assert limit_message(res, "SGPR", 200, "maxiter=", "steps") is None
+    # one that still gains 0.2 nats an iteration at the end is told to run longer
+    h = [float(i) * 0.2 for i in range(101)]
+    text = limit_message(result("STOP", history=h, info={"limit": "iterations"}), "SGPR", 200,
+                         "maxiter=", "steps")
+    assert text is not None and "fit(maxiter=200)" in text
+    # the material change grows with N: 0.5 nats per 10 iterations settles N = 100,000 (100 nats)
+    h = [float(i) * 0.05 for i in range(101)]
+    res = result("STOP", history=h, info={"limit": "iterations"})
+    assert limit_message(res, "SGPR", 200, "maxiter=", "steps") is not None
+    assert limit_message(res, "SGPR", 100_000, "maxiter=", "steps") is None
+
+
+def test_snelson_at_twenty_iterations_has_settled_and_gives_no_convergence_warning():
+    # L-BFGS-B stops at maxiter=20 while the objective moves by ~4e-4 nats an iteration
+    import warnings
+
+    import sparsegp as sg
+    from sparsegp.diagnostics import ConvergenceWarning
+
+    X, y = sg.datasets.snelson()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = sg.SGPR(X, y, inducing_points=10).fit(maxiter=20, progress=False)
+    assert not res.success and res.info["limit"] == "iterations"
+    assert [str(w.message) for w in caught if w.category is ConvergenceWarning] == []

@@ -218,3 +218,24 @@ def test_the_data_page_names_every_file_the_experiments_read():
     assert [n for n in names if n not in page] == []
     assert "shared" not in page.lower()
     assert "data.md" in (ROOT / "mkdocs.yml").read_text()
+
+
+# -- the test suite's folder -------------------------------------------------------------------
+def test_the_tests_read_the_data_where_the_experiments_do(tmp_path):
+    # $SPARSEGP_DATA_DIR, else the experiments' default (the user cache folder), as the command
+    # line does; the developers' folder beside the repository only where that default is none
+    from ..conftest import find_test_data_dir
+
+    cache, developers = tmp_path / "cache", tmp_path / "developers"
+    developers.mkdir()
+    environ = {"XDG_CACHE_HOME": str(cache)}
+    assert find_test_data_dir({**environ, "SPARSEGP_DATA_DIR": str(tmp_path / "mine")},
+                              developers) == tmp_path / "mine"
+    assert find_test_data_dir(environ, developers) == developers  # no cache folder yet
+    (cache / "sparsegp" / "data").mkdir(parents=True)
+    assert find_test_data_dir(environ, developers) == cache / "sparsegp" / "data"
+    assert find_test_data_dir(environ, tmp_path / "none") == cache / "sparsegp" / "data"
+    assert find_test_data_dir({"XDG_CACHE_HOME": str(tmp_path / "x")}, tmp_path / "none") \
+        == tmp_path / "x" / "sparsegp" / "data"  # neither: the default, named in skip reasons
+    page = (ROOT / "docs" / "data.md").read_text()
+    assert "## The test suite's data" in page and "~/.cache/sparsegp/data" in page

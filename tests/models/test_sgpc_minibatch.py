@@ -135,3 +135,12 @@ def test_refresh_interval():
     for bad in (0, True, 2.5):
         with pytest.raises(ValueError, match="refresh_every"):
             sg.SGPC(X, y, inducing_points=5).fit(schedule="stochastic", refresh_every=bad)
+
+
+def test_the_stochastic_schedule_counts_its_adam_steps_as_iterations():
+    X, y = banana(80, 3)
+    res = sg.SGPC(X, y, inducing_points=5).fit(schedule="stochastic", epochs=2, batch_size=20,
+                                               progress=False)
+    assert res.iterations == res.info["steps"] == 8  # 2 epochs of 4 batches (was: 2)
+    assert res.info["epochs"] == len(res.history) == 2
+    assert str(res).startswith("finished after 8 iterations")

@@ -119,7 +119,8 @@ def test_bernoulli_minibatch_training_classifies():
     sv = sg.SVGP(X, y, likelihood=sg.likelihoods.Bernoulli(), inducing_points=20)
     start = sv.log_marginal_likelihood()
     res = sv.fit(batch_size=100, epochs=40, lr=0.03)
-    assert res.success and res.iterations == 40 and res.evaluations == 160
+    assert res.success and res.iterations == res.evaluations == 160  # 40 epochs of 4 steps
+    assert res.info["epochs"] == 40
     assert sv.log_marginal_likelihood() > start + 50
     p = sv.predict_proba(Xt)
     assert np.mean((p > 0.5) != yt) < 0.3
@@ -187,3 +188,14 @@ def test_covariances_of_y_need_a_gaussian_likelihood():
     np.testing.assert_array_equal(clf.predict(X[:3]), (clf.predict_proba(X[:3]) > 0.5).astype(int))
     with pytest.raises(ValueError, match="predict gives labels"):
         clf.predict(X[:3], include_noise=True)
+
+
+def test_a_minibatch_fit_counts_its_steps_as_iterations_and_says_its_epochs():
+    # 3 epochs of 200 points in batches of 50: 12 optimiser steps (the result used to say
+    # "finished after 3 iterations")
+    X, y = sg.datasets.snelson()
+    res = sg.SVGP(X, y, inducing_points=5).fit(batch_size=50, epochs=3, progress=False)
+    assert (res.iterations, res.evaluations) == (12, 12)
+    assert res.info["epochs"] == len(res.history) == 3 and res.info["steps"] == 12
+    assert str(res).startswith("finished after 12 iterations (12 evaluations, ")
+    assert str(res).endswith("; 3 epochs of 4 steps")

@@ -179,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          lambda d: missing_data(d, cfg, ccfg, parts), "synthetic" in parts,
                          lambda d: run(args.out, data_dir=d, parts=parts, jobs=args.jobs,
                                        retry_failed=args.retry_failed, config=cfg,
-                                       classification=ccfg, report_only=args.report_only))
+                                       classification=ccfg, report_only=args.report_only),
+                         budget_option="--maxiter N (the regression runs' iterations)")
 
 
 if __name__ == "__main__":

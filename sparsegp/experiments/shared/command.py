@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ...diagnostics.convergence import ConvergenceWarning
 from .datafolder import (
     DATA_DIR_VARIABLE,
     DATA_DOCS,
@@ -46,8 +50,60 @@ def output_folder(text: str) -> Path:
     return Path(text)
 
 
+#: What the `ConvergenceWarning`s of a fit that ran to its budget say (`limit_message`):
+#: "stopped at its iteration limit", "... round limit", "ran its budget of 8 epochs".
+BUDGET_WORDS = re.compile(r"stopped at its (iteration |round )?limit|limit of objective "
+                          r"evaluations|ran its budget of")
+
+
+@contextmanager
+def budgets_summarised(command: str, budget_option: str | None = None) -> Iterator[None]:
+    """The experiment's fits run to the budgets its protocol sets (iterations, epochs, Adam
+    steps); a `ConvergenceWarning` that one stopped there advises a larger `maxiter=` in code
+    the user did not write. Inside, those warnings are counted instead of shown (under the
+    user's filters: "error" still raises, "ignore" hides) and one line on standard error
+    after the run says how many fits, of which models, and what the user can change:
+    `budget_option` (e.g. "--maxiter N") where the experiment has one. Every other warning is
+    shown as before."""
+    caught: list[str] = []
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def count(message: Warning | str, category: type[Warning], *args: Any,
+                  **kwargs: Any) -> None:
+            if issubclass(category, ConvergenceWarning) and BUDGET_WORDS.search(str(message)):
+                caught.append(str(message))
+            else:
+                show(message, category, *args, **kwargs)
+
+        warnings.showwarning = count
+        try:
+            yield
+        finally:
+            if caught:
+                print(budget_summary(command, caught, budget_option), file=sys.stderr)
+
+
+def budget_summary(command: str, messages: list[str], budget_option: str | None) -> str:
+    """The one line that stands for the `ConvergenceWarning`s `messages` of an experiment's
+    fits: how many, by model ("BayesianGPLVM 1, GPSSM 1"), and what to change."""
+    by_model: dict[str, int] = {}
+    for text in messages:
+        name = re.match(r"(\w+)\.fit\b", text)
+        key = name.group(1) if name else "other"
+        by_model[key] = by_model.get(key, 0) + 1
+    counts = ", ".join(f"{name} {n}" for name, n in by_model.items())
+    change = (f"{budget_option} sets it" if budget_option is not None else
+              "the budgets are part of its protocol (--quick's are shorter)")
+    fits = "fit" if len(messages) == 1 else "fits"
+    return (f"{command}: {len(messages)} {fits} ran to the budget the experiment sets "
+            f"(iterations, rounds or epochs) before the optimiser's own convergence test was "
+            f"met ({counts}); the results are those of the budget as set, and {change}")
+
+
 def run_with_data(command: str, given: Path | None, needs: Callable[[Path], Missing],
-                  data_free: bool, run: Callable[[Path], object]) -> int:
+                  data_free: bool, run: Callable[[Path], object],
+                  budget_option: str | None = None) -> int:
     """Run an experiment from the command line and return its exit status, judging its data
     first (docs/data.md, "Missing data and the exit status"):
 
@@ -57,7 +113,9 @@ def run_with_data(command: str, given: Path | None, needs: Callable[[Path], Miss
       synthetic part, or one part was asked for by name): the parts and their missing files
       are listed on standard error, nothing runs, status 2;
     * otherwise `run(data_dir)`: the parts whose files are missing are skipped (results.md says
-      so), listed on standard error after the run, and the status is 0."""
+      so), listed on standard error after the run, and the status is 0. The fits that ran to
+      the experiment's budgets are counted in one line, not warned about one by one
+      (`budgets_summarised`; `budget_option`: the experiment's option that sets them)."""
     data_dir = data_folder(given).absolute()
     origin = ("given by --data-dir" if given is not None else
               f"from ${DATA_DIR_VARIABLE}" if os.environ.get(DATA_DIR_VARIABLE) else
@@ -77,7 +135,8 @@ def run_with_data(command: str, given: Path | None, needs: Callable[[Path], Miss
         print("\n".join([f"{command}: nothing was run: the data files it needs are not {where}:",
                          *lines, how_to_get_data()]), file=sys.stderr)
         return MISSING_DATA_STATUS
-    run(data_dir)
+    with budgets_summarised(command, budget_option):
+        run(data_dir)
     if missing:
         print("\n".join([f"{command}: skipped for missing data: {', '.join(missing)}; these "
                          f"files are not {where}:", *lines, how_to_get_data()]), file=sys.stderr)
