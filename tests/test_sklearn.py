@@ -204,7 +204,7 @@ def test_missing_sklearn_names_the_extra(monkeypatch):
     for name in [m for m in sys.modules if m == "sklearn" or m.startswith("sklearn.")]:
         monkeypatch.setitem(sys.modules, name, None)  # importing it now fails
     monkeypatch.delitem(sys.modules, "sparsegp.sklearn")
-    with pytest.raises(ImportError, match=r'pip install "sparsegp\[sklearn\]"'):
+    with pytest.raises(ImportError, match=r'pip install "scikit-learn>=1.3"'):
         importlib.import_module("sparsegp.sklearn")
 
 

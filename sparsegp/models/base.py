@@ -61,7 +61,7 @@ from ..validation import (
 )
 from .core import PARTS, ModelCore
 from .dtypes import dtype_name
-from .fitting import FitOptions, TrainingPlan, default, stall_rule
+from .fitting import FitOptions, TrainingPlan, default, settle_rule, stall_rule
 from .options import ModelOptions
 from .predictions import prediction_inputs
 from .state import StateKey
@@ -299,7 +299,9 @@ class Model(ModelCore, Generic[O]):
     def training_plan(self, options: FitOptions) -> TrainingPlan:
         """L-BFGS-B on the objective (+ log priors): `maxiter` (2000), `tol`, `progress`,
         `callback`; see `training.fit_lbfgsb`. Without `tol` it stops once its gains have
-        stalled (`fitting.stall_rule`); `tol` gives scipy's tolerances.
+        stalled (`fitting.stall_rule`) or, where `fitting.settle_rule` is on and the model
+        probes its predictions (`_prediction_probe`), once they have settled; `tol` gives
+        scipy's tolerances.
         With `diagnose` (where the model takes it; default True) the fitted model is then
         checked (`_check_fit`)."""
         return TrainingPlan("L-BFGS-B on the objective", self.fit_options, self._fit_lbfgsb)
@@ -309,11 +311,17 @@ class Model(ModelCore, Generic[O]):
             result = fit_lbfgsb(self, maxiter=default(options.maxiter, MAXITER), tol=options.tol,
                                 progress=options.progress, callback=options.callback,
                                 lockstep=self.shards_data and is_distributed(),
-                                stall=stall_rule(self.num_data, options))
+                                stall=stall_rule(self.num_data, options),
+                                settle=settle_rule(options), probe=self._prediction_probe())
         if ("diagnose" in self.fit_options and options.diagnose is not False
                 and not result.interrupted):
             self._check_fit(stacklevel=5)
         return result
+
+    def _prediction_probe(self) -> Any:
+        """The predictions the settling rule follows (`training.settle.Probe`), or None (here:
+        the objective's stall rule alone decides)."""
+        return None
 
     def _check_fit(self, stacklevel: int) -> None:
         """Check a fitted model and warn about what tripped (models that take `diagnose`):

@@ -57,6 +57,8 @@ class GPR(Conditioning, Bounded, GPModel[RegressionOptions]):
         (3, 3)
     """
 
+    probes_predictions = True  # the settling rule (`fitting.settle_rule`)
+
     saves_data_by_default = True
 
     def __init__(

@@ -31,6 +31,10 @@ from .units import TargetUnits
 R = TypeVar("R", bound=RegressionOptions)
 
 
+#: training inputs at which the settling rule follows the predictions (`_prediction_probe`)
+PROBES = 256
+
+
 class GPModel(TargetUnits, Model[R]):
     """A GP regression model with Gaussian noise; see `GPR` and `SGPR`.
 
@@ -44,6 +48,10 @@ class GPModel(TargetUnits, Model[R]):
     multi_output = False
 
     noise_codes: Tensor | None  # buffer [N]: the noise variance of every point, or None
+
+    #: the default L-BFGS-B fit also stops once the predictions have settled
+    #: (`fitting.settle_rule`; `_prediction_probe`): GPR and SGPR say yes
+    probes_predictions = False
 
     def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
                          options: R) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
@@ -170,6 +178,31 @@ class GPModel(TargetUnits, Model[R]):
         if not result.interrupted:
             self._check_fit(stacklevel=5)
         return result
+
+    def _prediction_probe(self) -> Any:
+        """The settling rule's probe (`training.settle.Probe`): the predictive mean and
+        variance of y (internal units) at `PROBES` training inputs spread evenly over the
+        rows, from a posterior built without gradients and outside the posterior cache (the
+        cache keeps whatever it held; it is keyed by the parameters' values anyway). None
+        for a model that does not probe, or with data sharded over ranks (every rank must
+        stop alike)."""
+        if not self.probes_predictions or (self.shards_data and is_distributed()):
+            return None
+        n = int(self.X.shape[0])
+        rows = torch.linspace(0, n - 1, min(n, PROBES), device=self.X.device).round().long()
+        X = self.X[rows]
+
+        def probe() -> tuple[Tensor, Tensor]:
+            with torch.no_grad():
+                mean, var = self._build_posterior().predict_f(X)
+                noise = self.noise_rows().detach()
+                if noise.dim() > 0:
+                    noise = noise[rows]
+                    if var.dim() == 2:
+                        noise = noise[:, None]
+                return mean, var + noise
+
+        return probe
 
     def _take_data_based_values(self) -> None:
         """Give the trainable kernel hyperparameters and noise variance the starting values

@@ -107,6 +107,8 @@ class SGPR(Conditioning, Bounded, InducingMixin, CoregionalMixin, GPModel[SGPROp
         ('pep', 0.5)
     """
 
+    probes_predictions = True  # the settling rule (`fitting.settle_rule`)
+
     shards_data = True
     separate_kernels = True
     multi_output = True

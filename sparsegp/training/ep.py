@@ -24,9 +24,10 @@ from ..objectives import pep_classification as pep
 from ..runtime.chunking import chunk_slices
 from ..validation import positive_float, positive_int, seeded_generator
 from .guard import accepted
-from .lbfgs import fit_lbfgsb
+from .interrupts import warn_interrupted
+from .lbfgs import StartingPointError, fit_lbfgsb
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted, warn_stopped
+from .result import INTERRUPTED, FitResult, Snapshot, warn_stopped
 from .site_sums import RunningSiteSums
 
 
@@ -97,7 +98,16 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
                 # without positive precision (energy undefined): L-BFGS then stops at the last
                 # good point, and the next round re-fits the sites there.
                 warnings.simplefilter("ignore", RuntimeWarning)
-                res = fit_lbfgsb(model, maxiter=inner_maxiter, progress=False)
+                try:
+                    res = fit_lbfgsb(model, maxiter=inner_maxiter, progress=False)
+                except StartingPointError as err:
+                    if rounds == 1:  # nothing fitted yet: the starting values are at fault
+                        raise
+                    # the last round's L-BFGS-B went as far as it could evaluate, and the
+                    # sites refitted there leave no finite step: the fit ends at that state
+                    success, message = False, warn_stopped(name, err, stacklevel=4)
+                    counts["undefined_energy_stops"] += 1
+                    break
             counts["lbfgs_iterations"] += res.iterations
             counts["undefined_energy_stops"] += int(bool(res.info.get("non_finite")))
             history.append(res.objective)

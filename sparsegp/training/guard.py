@@ -25,7 +25,8 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .result import INTERRUPTED, FitResult, Snapshot, model_name, warn_interrupted
+from .interrupts import warn_interrupted
+from .result import INTERRUPTED, FitResult, Snapshot, model_name
 
 
 class _Fit:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -30,7 +31,7 @@ from typing import Any
 import torch
 
 from ..distributed import any_rank, is_distributed
-from .result import INTERRUPTED, TERMINATED, FitResult, FitTerminated
+from .result import INTERRUPTED, TERMINATED, TERMINATED_STATUS, FitResult, FitTerminated
 
 
 class Interrupts:
@@ -203,3 +204,14 @@ def end_run_if_asked(result: FitResult, termination: Termination | None) -> FitR
     if result.interrupted and ends is True:
         raise KeyboardInterrupt
     return result
+
+
+def warn_interrupted(what: str, where: str, stacklevel: int = 3) -> None:
+    """The one message every training loop gives when Ctrl-C (or SIGTERM) stops it."""
+    ends = terminating()  # None: not SIGTERM
+    then = ("fit() raises sparsegp.FitTerminated, which ends the program with exit status "
+            f"{TERMINATED_STATUS} unless caught" if ends
+            else "fit() returned (see FitResult.interrupted)")
+    warnings.warn(f"{what} {INTERRUPTED if ends is None else TERMINATED} {where}; the model "
+                  f"holds the last accepted parameters and {then}", RuntimeWarning,
+                  stacklevel=stacklevel)

@@ -29,9 +29,10 @@ from ..distributed import broadcast_
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int
 from .guard import accepted
-from .interrupts import agreed_interrupts
+from .interrupts import agreed_interrupts, warn_interrupted
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, model_name, warn_interrupted
+from .result import INTERRUPTED, FitResult, model_name
+from .settle import Probe, SettleRule
 from .stall import StallRule
 
 #: The L-BFGS-B fits' default iteration limit (`fit(maxiter=...)`). The stall rule
@@ -50,6 +51,11 @@ class Trainable(Protocol):
 
 class _NonFinite(Exception):
     pass
+
+
+class StartingPointError(RuntimeError):
+    """The objective or its gradient cannot be evaluated at the starting parameters, so there
+    is no accepted state to fit from (the model keeps its parameters)."""
 
 
 #: Failed evaluations in a row (a Cholesky that fails, a non-finite objective or gradient)
@@ -135,13 +141,18 @@ def fit_lbfgsb(
     callback: Callable[[int, float], None] | None = None,
     lockstep: bool = False,
     stall: StallRule | None = None,
+    settle: SettleRule | None = None,
+    probe: Probe | None = None,
 ) -> FitResult:
     """Maximise the model's objective (minimise `training_loss()`) with L-BFGS-B.
 
     `tol` is passed to scipy (ftol and gtol); with a `stall` rule the fit also stops,
     converged, once the rule says the objective has stalled (`stall.StallRule`: scipy's
     default ftol is relative to the objective, 2.2e-9·|f|, and on large data sets keeps it
-    iterating long after the hyperparameters and predictions have settled);
+    iterating long after the hyperparameters and predictions have settled); with a `settle`
+    rule and a `probe` (the predictive mean and variance at fixed inputs, `settle.Probe`)
+    it also stops once the predictions have settled (`settle.SettleRule`), whichever rule
+    fires first;
     `progress=None` shows a bar on a terminal;
     `callback(iteration, objective)` is called after every iteration. With `lockstep`
     (data sharded over torch.distributed ranks) every evaluation's value and gradient are
@@ -157,7 +168,7 @@ def fit_lbfgsb(
     bar: Any = None
     evaluations = 0
     info: dict = {}
-    stalled: dict[str, str | None] = {"why": None}
+    stalled: dict[str, str | None] = {"why": None, "rule": "stalled"}
     success, interrupted, message = False, False, ""
     try:  # from the first instant: Ctrl-C in the setup leaves the starting values
         maxiter = positive_int(maxiter, "maxiter")
@@ -165,6 +176,12 @@ def fit_lbfgsb(
         if stall is not None and not isinstance(stall, StallRule):
             raise TypeError(f"stall must be a training.stall.StallRule or None; got "
                             f"{type(stall).__name__}")
+        if settle is not None and not isinstance(settle, SettleRule):
+            raise TypeError(f"settle must be a training.settle.SettleRule or None; got "
+                            f"{type(settle).__name__}")
+        if probe is not None and not callable(probe):
+            raise TypeError(f"probe must be callable as probe() -> (mean, variance); got "
+                            f"{type(probe).__name__}")
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable as callback(iteration, objective); "
                             f"got {type(callback).__name__}")
@@ -186,6 +203,13 @@ def fit_lbfgsb(
             return trials(x)
 
         bar = progress_bar(progress, maxiter, f"fit {name}")
+        tracker = settle.tracker(probe) if settle is not None and probe is not None else None
+
+        def settled(iteration: int) -> str | None:
+            try:
+                return tracker.update(iteration) if tracker is not None else None
+            except CholeskyError:  # no predictions here: no check (nor one needing them)
+                return None
 
         def on_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:
             best["x"], best["f"] = intermediate_result.x.copy(), float(intermediate_result.fun)
@@ -198,6 +222,12 @@ def fit_lbfgsb(
                 stalled["why"] = stall.check(history)
                 if stalled["why"] is not None:
                     raise StopIteration  # scipy ends the run: converged by the stall rule
+            if tracker is not None and (len(history) - 1) % tracker.rule.every == 0:
+                flat.set(best["x"])  # the accepted iterate (the last evaluation may differ)
+                why = settled(len(history) - 1)
+                if why is not None:
+                    stalled["why"], stalled["rule"] = why, "settled"
+                    raise StopIteration  # converged by the settling rule
 
         options = {"maxiter": maxiter, "maxfun": max(15000, 2 * maxiter)}
         with agreed_interrupts(lockstep, device) as interrupts:
@@ -205,11 +235,12 @@ def fit_lbfgsb(
                 f0, _ = counted(x0)  # no iterate yet to back off to: a failure here stops it
             except _NonFinite as err:
                 flat.set(x0)
-                raise RuntimeError(
+                raise StartingPointError(
                     f"cannot fit {name}: at the starting parameters {err}"
                 ) from None
             history.append(-f0)
             best["f"] = f0
+            settled(0)  # the starting predictions (the model is at x0)
             # numpy/scipy's own BLAS threads spin against torch's: the optimiser's vector
             # work is tiny, so give it one thread (measured: 4× faster fits on small problems).
             with threadpool_limits(1, user_api="blas"):
@@ -226,7 +257,7 @@ def fit_lbfgsb(
         if res.status == 99 and stalled["why"] is not None:  # the callback's StopIteration
             success, message = True, (f"converged: {stalled['why']} (pass tol= to run "
                                       "L-BFGS-B to its own tolerance)")
-            info["stalled"] = True
+            info[str(stalled["rule"])] = True
         objective = -float(res.fun)
     except (_NonFinite, KeyboardInterrupt) as err:
         if flat is not None and best["x"] is not None:

@@ -22,11 +22,11 @@ from ..distributed import all_reduce_, is_distributed
 from ..linalg import CholeskyError
 from ..validation import positive_float, positive_int, seeded_generator
 from .guard import accepted
-from .interrupts import agreed_interrupts
+from .interrupts import agreed_interrupts, warn_interrupted
 from .natural_gradients import averaged_over_ranks, expectation_parameters, natural_update
 from .options import DEFAULT_LR
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, Snapshot, model_name, warn_interrupted, warn_stopped
+from .result import INTERRUPTED, FitResult, Snapshot, model_name, warn_stopped
 
 
 def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any]:

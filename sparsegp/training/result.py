@@ -114,19 +114,6 @@ def model_name(model: Any) -> str:
     return getattr(model, "display_name", type(model).__name__)
 
 
-def warn_interrupted(what: str, where: str, stacklevel: int = 3) -> None:
-    """The one message every training loop gives when Ctrl-C (or SIGTERM) stops it."""
-    from .interrupts import terminating  # it imports this module
-
-    ends = terminating()  # None: not SIGTERM
-    then = ("fit() raises sparsegp.FitTerminated, which ends the program with exit status "
-            f"{TERMINATED_STATUS} unless caught" if ends
-            else "fit() returned (see FitResult.interrupted)")
-    warnings.warn(f"{what} {INTERRUPTED if ends is None else TERMINATED} {where}; the model "
-                  f"holds the last accepted parameters and {then}", RuntimeWarning,
-                  stacklevel=stacklevel)
-
-
 def warn_stopped(what: str, err: Exception, stacklevel: int = 3) -> str:
     """The one message a training loop gives when a step fails numerically: it stops at the
     last accepted state instead of raising. Returns the message."""

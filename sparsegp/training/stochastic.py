@@ -14,8 +14,9 @@ import torch
 
 from ..validation import positive_float, positive_int
 from .guard import accepted
+from .interrupts import warn_interrupted
 from .progress import progress_bar
-from .result import INTERRUPTED, FitResult, Snapshot, warn_interrupted
+from .result import INTERRUPTED, FitResult, Snapshot
 
 
 def fit_adam(model: Any, steps: int, lr: float, progress: bool | None,
