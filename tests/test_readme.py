@@ -38,5 +38,5 @@ def test_install_commands_name_the_clone_not_an_index():
 def test_the_readme_says_how_long_the_suite_takes_and_how_to_run_a_fast_subset():
     text = README.read_text()
     assert 'pip install ".[test]" && python -m pytest -q' in text  # what CI runs
-    assert "about 10 minutes" in text
+    assert re.search(r"about \d+ minutes", text)
     assert 'python -m pytest -q -m "not slow"' in text
