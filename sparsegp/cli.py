@@ -15,14 +15,13 @@ import signal
 import sys
 import time
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
 
     import numpy as np
 
@@ -54,8 +53,6 @@ def _demo_arguments(args: argparse.Namespace) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    if not hasattr(args, "checked"):
-        _demo_arguments(args)
     from .experiments.demo import format_table, run_demo
 
     rows, path = run_demo(args.out, num_inducing=args.num_inducing, progress=args.progress)
@@ -95,9 +92,16 @@ def _fit_arguments(args: argparse.Namespace) -> tuple[Path, list[str]]:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    out, features = args.checked if hasattr(args, "checked") else _fit_arguments(args)
+    from .runtime.shown_warnings import on_shown_warnings
+
+    out, features = args.checked  # `main` ran `_fit_arguments` before the imports
     shown: list[str] = []  # the warnings the run printed (a ScaleWarning at construction, ...)
-    with _counting_warnings(shown):
+
+    def counted(message: Warning | str, category: type[Warning]) -> bool:
+        shown.append(category.__name__)
+        return True  # shown as before, and counted
+
+    with on_shown_warnings(counted):
         return _fit_model(args, out, features, shown)
 
 
@@ -158,22 +162,6 @@ def _fit_model(args: argparse.Namespace, out: Path, features: list[str], shown: 
     model.save(out)
     print(f"model written to {out}")
     return status if result.interrupted else 0
-
-
-@contextmanager
-def _counting_warnings(shown: list[str]) -> Iterator[None]:
-    """Inside, every warning shown (however it is shown) is also counted in `shown`, by its
-    category's name."""
-    with warnings.catch_warnings():
-        show = warnings.showwarning
-
-        def counted(message: Warning | str, category: type[Warning], *args: Any,
-                    **kwargs: Any) -> None:
-            shown.append(category.__name__)
-            show(message, category, *args, **kwargs)
-
-        warnings.showwarning = counted
-        yield
 
 
 def with_run_warnings(report: str, shown: list[str]) -> str:
@@ -245,7 +233,7 @@ def _predict(args: argparse.Namespace) -> int:
     from .models.regression import GPModel
     from .runtime.tabular import csv_header, read_csv, write_csv
 
-    out = args.checked if hasattr(args, "checked") else _predict_arguments(args)
+    out = args.checked  # `main` ran `_predict_arguments` before the imports
     model = load(args.model)
     if not hasattr(model, "feature_names"):  # the random-input models predict from latents
         raise TypeError(f"sparsegp predict takes models of inputs X (regression and "

@@ -4,6 +4,8 @@ tests find the experiments' data."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,15 @@ def experiments_data_dir():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPARSEGP_DATA_DIR", str(TEST_DATA_DIR))
         yield TEST_DATA_DIR
+
+
+def import_error_without(module: str, dependency: str) -> str:
+    """What importing sparsegp's `module` says, in a fresh interpreter, when the optional
+    `dependency` cannot be imported."""
+    code = (f"import sys; sys.modules[{dependency!r}] = None\n"
+            f"try:\n    import {module}\nexcept ImportError as e:\n    print(e)\n")
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True).stdout
 
 
 def make_problem(seed: int, N: int = 40, D: int = 2, noise: float = 0.05):

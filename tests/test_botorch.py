@@ -23,6 +23,8 @@ from gpytorch.distributions import MultivariateNormal
 import sparsegp as sg
 from sparsegp.botorch import SparseGPModel, as_botorch, set_botorch_priors
 
+from .conftest import import_error_without
+
 D = 2
 DT = torch.float64
 
@@ -359,10 +361,7 @@ def test_import_sparsegp_does_not_import_botorch():
 
 
 def test_a_missing_botorch_is_named_in_the_error():
-    code = ("import sys; sys.modules['botorch'] = None\n"
-            "try:\n    import sparsegp.botorch\nexcept ImportError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout
+    out = import_error_without("sparsegp.botorch", "botorch")
     # sparsegp is installed from its clone, not from an index: "sparsegp[botorch]" fails
     assert 'pip install "botorch>=0.18"' in out and 'pip install ".[botorch]"' in out
     assert "sparsegp[" not in out

@@ -20,6 +20,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 import sparsegp as sg  # noqa: E402
 from sparsegp.sklearn import SparseGPClassifier, SparseGPRegressor  # noqa: E402
 
+from .conftest import import_error_without  # noqa: E402
+
 
 def _binary(n=60, seed=0):
     rng = np.random.default_rng(seed)
@@ -270,9 +272,6 @@ def test_sample_y_draws_from_the_predictive_of_predict_with_its_covariance():
 
 
 def test_a_missing_scikit_learn_is_named_in_the_error():
-    code = ("import sys; sys.modules['sklearn'] = None\n"
-            "try:\n    import sparsegp.sklearn\nexcept ImportError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout
+    out = import_error_without("sparsegp.sklearn", "sklearn")
     assert 'pip install "scikit-learn>=1.3"' in out and 'pip install ".[sklearn]"' in out
     assert "sparsegp[" not in out

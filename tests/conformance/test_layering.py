@@ -42,7 +42,8 @@ import sparsegp
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"version", "registry", "autograd", "distributed", "datasets", "quadrature",
                      "runtime", "runtime.config", "runtime.allocator", "runtime.checkpointing",
-                     "runtime.files", "runtime.tabular", "runtime.threads"}),
+                     "runtime.files", "runtime.shown_warnings", "runtime.tabular",
+                     "runtime.threads"}),
     ("utilities", {"validation", "linalg", "parameters", "runtime.chunking"}),
     ("parts", {"kernels", "features", "likelihoods", "means"}),
     ("pairings", {"covariances", "structured", "conditionals", "partition"}),

@@ -7,13 +7,13 @@ import argparse
 import os
 import re
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ...diagnostics.convergence import ConvergenceWarning
+from ...runtime.shown_warnings import on_shown_warnings
 from .datafolder import (
     DATA_DIR_VARIABLE,
     DATA_DOCS,
@@ -66,17 +66,14 @@ def budgets_summarised(command: str, budget_option: str | None = None) -> Iterat
     `budget_option` (e.g. "--maxiter N") where the experiment has one. Every other warning is
     shown as before."""
     caught: list[str] = []
-    with warnings.catch_warnings():
-        show = warnings.showwarning
 
-        def count(message: Warning | str, category: type[Warning], *args: Any,
-                  **kwargs: Any) -> None:
-            if issubclass(category, ConvergenceWarning) and BUDGET_WORDS.search(str(message)):
-                caught.append(str(message))
-            else:
-                show(message, category, *args, **kwargs)
+    def withheld(message: Warning | str, category: type[Warning]) -> bool:
+        if issubclass(category, ConvergenceWarning) and BUDGET_WORDS.search(str(message)):
+            caught.append(str(message))
+            return False
+        return True
 
-        warnings.showwarning = count
+    with on_shown_warnings(withheld):
         try:
             yield
         finally:
