@@ -26,11 +26,17 @@ Example:
 from .convergence import ConvergenceWarning
 from .inducing_gain import InducingGain, ObjectiveTerms, inducing_gain, objective_terms
 from .latent import LatentDiagnostics, LatentView, diagnose_latent
-from .report import ApproximationWarning, Diagnostics, diagnose, warn_if_unhealthy
+from .report import (
+    ApproximationWarning,
+    Diagnostics,
+    diagnose,
+    quadratic_rows_after_fit,
+    warn_if_unhealthy,
+)
 from .view import RegressionView
 
 __all__ = [
-    "Diagnostics", "diagnose", "warn_if_unhealthy", "ApproximationWarning", "InducingGain",
-    "ObjectiveTerms", "inducing_gain", "objective_terms", "RegressionView", "LatentDiagnostics",
-    "LatentView", "diagnose_latent", "ConvergenceWarning",
+    "Diagnostics", "diagnose", "warn_if_unhealthy", "quadratic_rows_after_fit",
+    "ApproximationWarning", "InducingGain", "ObjectiveTerms", "inducing_gain", "objective_terms",
+    "RegressionView", "LatentDiagnostics", "LatentView", "diagnose_latent", "ConvergenceWarning",
 ]

@@ -32,7 +32,8 @@ from .view import RegressionView
 class StreamedNumbers(NamedTuple):
     """What `streamed_numbers` computed (units of y except `support`, internal like the
     batch report's): the model's objective, the streamed VFE bound, the upper bound at the
-    model's inducing inputs and at the enlarged set `tight_feature`, E (None when not
+    model's inducing inputs and at the enlarged set `tight_feature` (and the streamed VFE
+    bound there, `tight_lower`: by how much more inducing inputs raise it), E (None when not
     computed), the noise support (None when not computed), the inputs [N + M_a, D] that
     stand for the data in the placement checks, and `notes` on what was not computed."""
 
@@ -41,6 +42,7 @@ class StreamedNumbers(NamedTuple):
     upper: float
     tight: float
     tight_feature: Any
+    tight_lower: float
     exact: float | None
     support: NoiseSupport | None
     inputs: Tensor
@@ -64,8 +66,8 @@ def streamed_numbers(view: RegressionView, extra: int | None, exact_max_data: in
         objective = view.objective + offset
     else:
         objective = lower if p.fam.mode == "vfe" else float(streaming_objective(sp)) + offset
-    tight, feature = _tight(sp, view.X, extra)
-    tight += offset
+    tight_lower, tight, feature = _tight(sp, view.X, extra)
+    tight, tight_lower = tight + offset, tight_lower + offset
     notes = [f"the evidence is that of the new batch (N = {N}) given the summary of the data "
              f"before it ({r} pseudo-observations): log p(y_new | summary) at these "
              "hyperparameters, not the evidence of all the data seen",
@@ -88,14 +90,14 @@ def streamed_numbers(view: RegressionView, extra: int | None, exact_max_data: in
         notes.append("noise check: the evidence of the new batch given the pseudo-"
                      "observations, as a function of σ²")
     inputs = torch.cat([view.X, summary.Z.to(view.X)], 0)
-    return StreamedNumbers(objective, lower, upper, tight, feature, exact, support, inputs,
-                           notes)
+    return StreamedNumbers(objective, lower, upper, tight, feature, tight_lower, exact, support,
+                           inputs, notes)
 
 
-def _tight(sp: StreamingProblem, X: Tensor, extra: int | None) -> tuple[float, Any]:
-    """The upper bound (internal units) with the
-    model's inducing inputs plus the old inducing inputs not among them and `extra` random
-    new inputs (default min(N, max(2M, 200))), and that feature."""
+def _tight(sp: StreamingProblem, X: Tensor, extra: int | None) -> tuple[float, float, Any]:
+    """The streamed VFE bound and the upper bound (internal units) with the model's inducing
+    inputs plus the old inducing inputs not among them and `extra` random new inputs
+    (default min(N, max(2M, 200))), and that feature."""
     p, Za = sp.problem, sp.summary.Z.to(X)
     N, M = X.shape[0], p.feature.num_inducing
     extra = min(N, max(2 * M, 200)) if extra is None else min(N, int(extra))
@@ -110,5 +112,5 @@ def _tight(sp: StreamingProblem, X: Tensor, extra: int | None) -> tuple[float, A
         feature = InducingPoints(torch.cat([Za, X[idx]], 0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
-        _, upper = streaming_bounds(sp._replace(problem=p._replace(feature=feature)))
-    return float(upper), feature
+        lower, upper = streaming_bounds(sp._replace(problem=p._replace(feature=feature)))
+    return float(lower), float(upper), feature

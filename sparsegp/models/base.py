@@ -315,7 +315,7 @@ class Model(ModelCore, Generic[O]):
                                 settle=settle_rule(options), probe=self._prediction_probe())
         if ("diagnose" in self.fit_options and options.diagnose is not False
                 and not result.interrupted):
-            self._check_fit(stacklevel=5)
+            self._check_fit(stacklevel=5, result=result)
         return result
 
     def _prediction_probe(self) -> Any:
@@ -323,10 +323,10 @@ class Model(ModelCore, Generic[O]):
         the objective's stall rule alone decides)."""
         return None
 
-    def _check_fit(self, stacklevel: int) -> None:
+    def _check_fit(self, stacklevel: int, result: FitResult) -> None:
         """Check a fitted model and warn about what tripped (models that take `diagnose`):
         `stacklevel` makes a warning issued by a function `_check_fit` calls point at the
-        caller of `fit()`."""
+        caller of `fit()`; `result` is the fit's (what it cost: the checks' budget)."""
 
     def evaluation_work(self) -> float:
         """Flops of one objective evaluation, roughly (N·M² + M³ with M inducing variables,

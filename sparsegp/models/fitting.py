@@ -20,6 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, NamedTuple
 
+import torch
+from torch import Tensor
+
 from ..diagnostics.convergence import ConvergenceWarning, limit_message, material_nats
 from ..diagnostics.starts import far_lengthscales
 from ..distributed import is_distributed
@@ -191,6 +194,15 @@ def stall_rule(num_data: int, options: FitOptions) -> StallRule | None:
 SETTLE_REST, SETTLE_CONFIRM = 0.015, 1
 #: Whether default fits use it (`settle_rule`).
 SETTLE_BY_DEFAULT = True
+#: The training inputs at which the settling rule follows the predictions (the models' probes)
+PROBES = 256
+
+
+def probe_rows(X: Tensor) -> Tensor:
+    """The rows of X [N, D] a probe predicts at: `PROBES` of them (all, for fewer) spread
+    evenly over the rows [min(N, PROBES)]."""
+    n = int(X.shape[0])
+    return torch.linspace(0, n - 1, min(n, PROBES), device=X.device).round().long()
 
 
 def settle_rule(options: FitOptions, default: bool | None = None) -> SettleRule | None:

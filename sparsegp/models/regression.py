@@ -10,7 +10,13 @@ import torch
 from torch import Tensor
 
 from .. import distributed
-from ..diagnostics import Diagnostics, RegressionView, diagnose, warn_if_unhealthy
+from ..diagnostics import (
+    Diagnostics,
+    RegressionView,
+    diagnose,
+    quadratic_rows_after_fit,
+    warn_if_unhealthy,
+)
 from ..diagnostics.starts import data_based_values
 from ..distributed import is_distributed
 from ..means import Zero, as_mean
@@ -22,7 +28,7 @@ from ..training import FitResult
 from ..training.result import Snapshot
 from ..validation import as_output_targets, as_targets, target_scale_problems
 from .base import NOISE_FRACTION, Model
-from .fitting import FitOptions, restart_if_stuck
+from .fitting import FitOptions, probe_rows, restart_if_stuck
 from .options import RegressionOptions
 from .predictions import gaussian_log_density
 from .units import TargetUnits
@@ -30,9 +36,6 @@ from .units import TargetUnits
 #: The options type of a regression model (`options.RegressionOptions` or a subclass).
 R = TypeVar("R", bound=RegressionOptions)
 
-
-#: training inputs at which the settling rule follows the predictions (`_prediction_probe`)
-PROBES = 256
 
 
 class GPModel(TargetUnits, Model[R]):
@@ -176,7 +179,7 @@ class GPModel(TargetUnits, Model[R]):
             result = restart_if_stuck(self, result, start, self._take_data_based_values,
                                       lambda: super(GPModel, self)._fit_lbfgsb(quiet))
         if not result.interrupted:
-            self._check_fit(stacklevel=5)
+            self._check_fit(stacklevel=5, result=result)
         return result
 
     def _prediction_probe(self) -> Any:
@@ -188,8 +191,7 @@ class GPModel(TargetUnits, Model[R]):
         stop alike)."""
         if not self.probes_predictions or (self.shards_data and is_distributed()):
             return None
-        n = int(self.X.shape[0])
-        rows = torch.linspace(0, n - 1, min(n, PROBES), device=self.X.device).round().long()
+        rows = probe_rows(self.X)
         X = self.X[rows]
 
         def probe() -> tuple[Tensor, Tensor]:
@@ -219,13 +221,15 @@ class GPModel(TargetUnits, Model[R]):
         if self._raw("noise_variance").requires_grad:
             self.set_value("noise_variance", NOISE_FRACTION * sv)
 
-    def _check_fit(self, stacklevel: int) -> None:
+    def _check_fit(self, stacklevel: int, result: FitResult) -> None:
         """After `fit()` (unless `diagnose=False`): the fitted model is checked by
         `diagnostics()` and one `sparsegp.ApproximationWarning` lists whatever tripped; a check
         that cannot be computed is reported the same way, never raised. With data sharded
-        over torch.distributed ranks the checks see all the data (every rank runs them)."""
+        over torch.distributed ranks the checks see all the data (every rank runs them).
+        The checks cost no more than the fit (`quadratic_rows_after_fit`)."""
         if self.num_outputs == 1:
-            warn_if_unhealthy(self, stacklevel=stacklevel)
+            warn_if_unhealthy(self, stacklevel=stacklevel, quadratic_max_data=(
+                quadratic_rows_after_fit(result.evaluations, getattr(self, "num_inducing", 0))))
 
     def diagnostic_view(self) -> RegressionView:
         """What the diagnostics read of this model (internal units): see `RegressionView`."""

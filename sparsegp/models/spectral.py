@@ -31,6 +31,7 @@ from ..parameters import Parameterised
 from ..posteriors import FeaturePosterior
 from ..runtime.chunking import auto_chunk_size, check_chunk_size
 from ..runtime.config import PARAMETER_DTYPE
+from ..training import FitResult
 from ..training.guard import guarded
 from ..validation import check_seed, seeded_generator
 from .fitting import FitOptions, TrainingPlan
@@ -217,7 +218,7 @@ class RFF(GPModel[RFFOptions]):
         plan = super().training_plan(options)
         return plan._replace(run=guarded(self, plan.run))
 
-    def _check_fit(self, stacklevel: int) -> None:
+    def _check_fit(self, stacklevel: int, result: FitResult) -> None:
         """After `fit()`, unless `diagnose=False`: a warning if `diagnostics()` finds
         something."""
         rep = self.diagnostics()

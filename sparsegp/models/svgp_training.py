@@ -10,16 +10,24 @@ import torch
 from torch import Tensor, nn
 
 from .. import covariances as cov
-from ..diagnostics import warn_if_unhealthy
+from ..diagnostics import quadratic_rows_after_fit, warn_if_unhealthy
 from ..distributed import is_distributed
 from ..likelihoods import Gaussian
-from ..objectives.collapsed import collapsed_objective
+from ..objectives.collapsed import collapsed_objective, posterior_q
+from ..posteriors import SparsePosterior
 from ..runtime.threads import threads_for
 from ..training import FitResult, fit_lbfgsb
 from ..training.guard import FitGuard
 from ..training.lbfgs import MAXITER
 from ..training.minibatch import fit_minibatch
-from .fitting import FitOptions, TrainingPlan, default, stall_rule
+from .fitting import (
+    FitOptions,
+    TrainingPlan,
+    default,
+    probe_rows,
+    settle_rule,
+    stall_rule,
+)
 
 if TYPE_CHECKING:  # the mixin's methods use the model's attributes
     from .base import Model as _MixinBase
@@ -37,7 +45,8 @@ class SVGPTraining(_MixinBase):
         """Every option has a default that works for a few thousand points.
 
         Gaussian likelihood, `batch_size=None` and no `data`: full-batch L-BFGS-B (`maxiter`,
-        default 2000; `tol`, else the stall rule of `fitting.stall_rule`) on the
+        default 2000; `tol`, else the stall rule of `fitting.stall_rule` or, for one output,
+        once the predictions under the optimal q(u) have settled, `fitting.settle_rule`) on the
         hyperparameters with q(u) at its optimum throughout — the collapsed bound (Titsias
         2009), which is the ELBO maximised over q(u) — then one natural-gradient step of size 1
         puts q(u) at that optimum; with `diagnose` (default) and one output the fitted model is
@@ -76,13 +85,17 @@ class SVGPTraining(_MixinBase):
                 res = fit_lbfgsb(CollapsedBound(m) if q_free else m,
                                  maxiter=default(options.maxiter, MAXITER), tol=options.tol,
                                  progress=options.progress, callback=options.callback,
-                                 stall=stall_rule(m.num_data, options))
+                                 stall=stall_rule(m.num_data, options),
+                                 settle=settle_rule(options),
+                                 probe=collapsed_probe(m) if q_free else None)
             if q_free:
                 m.natural_gradient_step(1.0)  # the optimal q(u) at the fitted hyperparameters
                 res.objective = m.log_marginal_likelihood() + float(m.log_prior().detach())
             res.seconds = time.perf_counter() - start
             if options.diagnose is not False and not res.interrupted and m.num_outputs == 1:
-                warn_if_unhealthy(self, stacklevel=4)  # the caller of fit()
+                warn_if_unhealthy(self, stacklevel=4,  # the caller of fit()
+                                  quadratic_max_data=quadratic_rows_after_fit(
+                                      res.evaluations, m.num_inducing))
             return res
         return guard.interrupted_result()
 
@@ -148,6 +161,28 @@ class CollapsedBound:
 
     def summary(self) -> str:
         return self.model.summary()
+
+
+def collapsed_probe(model: Any) -> Any:
+    """The settling rule's probe (`training.settle.Probe`) of the full-batch fit of an SVGP
+    of one output: the predictive mean and variance of y (internal units) at the training
+    inputs `fitting.probe_rows` picks, under the optimal q(u) at the current
+    hyperparameters — what the fit ends with, as SGPR's probe sees its own posterior. None
+    for several outputs or data sharded over ranks."""
+    if model.y.dim() != 1 or (model.shards_data and is_distributed()):
+        return None
+    X = model.X[probe_rows(model.X)]
+
+    def probe() -> tuple[Tensor, Tensor]:
+        with torch.no_grad():
+            problem = model._bound_problem()
+            L, q, used = posterior_q(problem)
+            post = SparsePosterior(model.kernel, model.feature, L, q, problem.noise, used,
+                                   model.prior_mean())
+            mean, var = post.predict_f(X)
+            return mean, var + problem.noise
+
+    return probe
 
 
 def shifted_callback(callback: Any, offset: float) -> Any:

@@ -325,6 +325,20 @@ def titsias_upper_bound(p: CollapsedProblem) -> Tensor:
                             for _, part, L in _factored_parts(vp)))
 
 
+def vfe_bounds(p: CollapsedProblem) -> tuple[Tensor, Tensor]:
+    """The VFE lower bound (Titsias 2009) and the upper bound of `titsias_upper_bound`
+    (Titsias 2014) at the problem's kernel, inducing feature and noise, from one pass over
+    the data (any family member's problem: both use the VFE statistics). Shapes: [], []."""
+    vp = p._replace(fam=VFE, blocks=None)
+    lower: Tensor | float = 0.0
+    upper: Tensor | float = 0.0
+    for _, part, L in _factored_parts(vp):
+        stats = statistics(part, L)
+        lower = lower + family_objective(stats, solve(stats))
+        upper = upper + upper_bound_from_statistics(stats, part, L)
+    return cast(Tensor, lower), cast(Tensor, upper)
+
+
 def upper_bound_from_statistics(vfe: Statistics, p: CollapsedProblem, L: Tensor,
                                 t: Tensor | None = None) -> Tensor:
     """The Titsias (2014) bound of `titsias_upper_bound` from the VFE statistics of `p`; `t`
