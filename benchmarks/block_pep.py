@@ -1,5 +1,5 @@
 """Block Power EP / PITC: one objective + gradient of the streamed, hand-differentiated block
-stream (`objectives.blocks.BlockPowerEPStream`) against a naive implementation (the same
+stream (`objectives.collapsed.blocks.BlockPowerEPSums`) against a naive implementation (the same
 formula, one block at a time, differentiated by autograd) and against the point-wise family
 (PEP without blocks) on the same data, interleaved, in one run; plus the machine's GEMM rate
 on the N·M² product for scale. Blocks of about M points by k-means, as the bui2017 experiment.

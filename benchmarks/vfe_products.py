@@ -27,7 +27,7 @@ import torch
 import sparsegp as sg
 from sparsegp.benchmarking.speed import _problem
 from sparsegp.covariances import cross_covariance
-from sparsegp.objectives.statistics import add_gram_lower_
+from sparsegp.objectives.collapsed.sums import add_gram_lower_
 from sparsegp.runtime.chunking import auto_chunk_size
 
 

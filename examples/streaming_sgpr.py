@@ -6,7 +6,7 @@
 Every 4th point is held out for testing; the other 150 arrive in `--batches` batches from left
 to right. After each batch three models are compared on the held-out points seen so far
 (x up to the largest x seen): the streaming model (the previous model updated with the new
-batch: `sparsegp.models.streaming.update`, which never revisits old data), an SGPR fitted to
+batch: `sparsegp.models.sgpr.streaming.update`, which never revisits old data), an SGPR fitted to
 all the data seen (what streaming approximates, at the cost of keeping the data), and an SGPR
 fitted to the new batch only (what forgetting the old data gives). Prints test RMSE and NLPD
 (mean negative log predictive density of y) of each.
@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 import sparsegp as sg
-from sparsegp.models.streaming import update
+from sparsegp.models.sgpr.streaming import update
 
 
 def scores(model: sg.SGPR, X: np.ndarray, y: np.ndarray) -> tuple[float, float]:

@@ -11,7 +11,10 @@ reference and bounds that tell how good an approximation is.
 
 from __future__ import annotations
 
+from . import moved as _moved
 from .version import __version__
+
+_moved.install()  # former module paths keep importing, with a DeprecationWarning
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the type checker: True)
 if TYPE_CHECKING:
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
     from .features import InducingPoints
     from .linalg import CholeskyError, JitterWarning
     from .models import GPR, GPSSM, KISSGP, RFF, SGPC, SGPR, SSGP, SVGP, BayesianGPLVM, load
-    from .models.fitting import FitOptions
+    from .models.core.fitting import FitOptions
     from .partition import cluster_blocks
     from .training import FitResult, FitTerminated
     from .validation import ScaleWarning
@@ -37,7 +40,7 @@ _HOMES = {
     "CholeskyError": "linalg", "JitterWarning": "linalg",
     **{name: "models" for name in ("GPR", "GPSSM", "KISSGP", "RFF", "SGPC", "SGPR", "SSGP",
                                    "SVGP", "BayesianGPLVM", "load")},
-    "FitOptions": "models.fitting", "cluster_blocks": "partition", "FitResult": "training",
+    "FitOptions": "models.core.fitting", "cluster_blocks": "partition", "FitResult": "training",
     "FitTerminated": "training",
     "ScaleWarning": "validation", "select_inducing": "workflows",
 }

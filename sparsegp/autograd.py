@@ -21,10 +21,28 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import torch
 from torch import Tensor
+
+
+class Context(Protocol):
+    """What the package's `torch.autograd.Function`s use of the context object torch hands
+    their `setup_context` and `backward`. A Function that keeps more on it (`ctx.kernel =
+    ...`) declares those attributes in a protocol derived from this one."""
+
+    @property
+    def saved_tensors(self) -> tuple[Tensor, ...]: ...
+
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]: ...
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None: ...
+
+    def mark_non_differentiable(self, *args: Tensor) -> None: ...
+
+    def set_materialize_grads(self, value: bool) -> None: ...
 
 
 class SecondDerivativeError(RuntimeError):
@@ -48,12 +66,17 @@ class _Refuse(torch.autograd.Function):
         return tuple(t.view_as(t) for t in tensors[:n])
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    def setup_context(ctx: _RefusalContext, inputs: tuple[Any, ...],
+                      output: tuple[Tensor, ...]) -> None:
         ctx.message = inputs[0]
 
     @staticmethod
-    def backward(ctx: Any, *grads: Tensor) -> Any:
+    def backward(ctx: _RefusalContext, *grads: Tensor) -> NoReturn:
         raise SecondDerivativeError(ctx.message)
+
+
+class _RefusalContext(Context, Protocol):
+    message: str
 
 
 def first_order_only(grads: Sequence[Tensor | None], links: Sequence[Tensor | None],
@@ -86,7 +109,7 @@ def first_order(what: str, why: str) -> Callable[[F], F]:
 
     def decorate(backward: F) -> F:
         @functools.wraps(backward)
-        def wrapper(ctx: Any, *grad_outputs: Tensor) -> Any:
+        def wrapper(ctx: Context, *grad_outputs: Tensor) -> Any:
             if not torch.is_grad_enabled():
                 return backward(ctx, *grad_outputs)
             with torch.no_grad():  # detached: a backward pass that runs autograd inside
@@ -109,14 +132,18 @@ class _FirstOrderValue(torch.autograd.Function):
         return t.view_as(t)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: _FirstOrderContext, inputs: tuple[Any, ...], output: Tensor) -> None:
         ctx.message = inputs[1]
         ctx.save_for_backward(output)
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, None]:
+    def backward(ctx: _FirstOrderContext, g: Tensor) -> tuple[Tensor | None, None]:
         (out,) = ctx.saved_tensors
         return first_order_only((g,), (out, g), *ctx.message)[0], None
+
+
+class _FirstOrderContext(Context, Protocol):
+    message: tuple[str, str]
 
 
 def first_order_value(t: Tensor, what: str, why: str) -> Tensor:

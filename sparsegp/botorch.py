@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -60,8 +60,35 @@ __all__ = ["SparseGPModel", "as_botorch", "set_botorch_priors"]
 #: the batch, times the fantasies): the predictive covariance is computed over all of them.
 POINTS_PER_CALL = 256
 
+if TYPE_CHECKING:
+    from .models import Model as SparseModel
+    from .validation import ArrayLike
 
-def as_botorch(model: Any) -> SparseGPModel:
+#: A sparsegp model given to `set_botorch_priors`, which returns it.
+M = TypeVar("M", bound="SparseModel")
+
+
+@runtime_checkable
+class _Predictive(Protocol):
+    """A wrapped sparsegp model as the wrapper uses it (what `_check_model` checks): joint
+    predictions at tensor inputs [P, d], as tensors (mean [P], covariance [P, P])."""
+
+    def predict_f(self, Xnew: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]: ...
+
+    def predict_y(self, Xnew: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
+
+@runtime_checkable
+class _Conditions(Protocol):
+    """A sparsegp model that conditions on new observations (GPR, SGPR)."""
+
+    def condition_on_observations(self, X: Tensor, y: Tensor, noise: ArrayLike | None = None
+                                  ) -> SparseModel: ...
+
+
+def as_botorch(model: SparseModel) -> SparseGPModel:
     """A fitted single-output sparsegp regression model (GPR, SGPR, SVGP with a Gaussian
     likelihood) as a BoTorch `Model` (`SparseGPModel`).
 
@@ -78,7 +105,7 @@ def as_botorch(model: Any) -> SparseGPModel:
     return SparseGPModel(model)
 
 
-def set_botorch_priors(model: Any) -> Any:
+def set_botorch_priors(model: M) -> M:
     """Give `model` (GPR, SGPR, SVGP: a stationary kernel with lengthscales, inputs in the
     unit cube) BoTorch's `SingleTaskGP` lengthscale prior and start its lengthscales at the
     prior's mode; returns the model, to be fitted (MAP: `fit()` adds the log prior).
@@ -102,33 +129,32 @@ def set_botorch_priors(model: Any) -> Any:
         (['kernel.lengthscale'], np.float64(0.502))
     """
     name = type(model).__name__
-    sparse: Any = model  # checked below, not narrowed to nn.Module
-    kernel = getattr(sparse, "kernel", None)
-    if not (isinstance(model, nn.Module) and hasattr(sparse, "set_prior")
-            and hasattr(sparse, "x_scale") and kernel is not None):
+    if not (isinstance(model, nn.Module) and hasattr(model, "set_prior")
+            and hasattr(model, "x_scale") and getattr(model, "kernel", None) is not None):
         raise TypeError(f"set_botorch_priors takes a sparsegp model with data and a kernel "
                         f"(GPR, SGPR, SVGP); got {name}")
+    kernel = model.kernel
     if "lengthscale" not in kernel.parameter_names():
         raise TypeError(f"set_botorch_priors needs a kernel with lengthscales (a stationary "
                         f"kernel such as SquaredExponential or Matern52); this {name}'s "
                         f"kernel is {type(kernel).__name__}")
-    if bool((sparse.x_scale != 1).any()) or bool((sparse.x_shift != 0).any()):
+    if bool((model.x_scale != 1).any()) or bool((model.x_shift != 0).any()):
         raise ValueError("set_botorch_priors: BoTorch's lengthscale prior is for inputs in the "
                          "unit cube; this model standardises its inputs (build it with "
                          "standardize_X=False and X scaled to [0, 1]^d)")
-    X = getattr(sparse, "X", None)
+    X = getattr(model, "X", None)
     if X is not None and X.numel() and (float(X.min()) < 0.0 or float(X.max()) > 1.0):
         raise ValueError(f"set_botorch_priors: BoTorch's lengthscale prior is for inputs in "
                          f"the unit cube; this model's X spans [{float(X.min()):.3g}, "
                          f"{float(X.max()):.3g}] (scale X to [0, 1]^d first)")
-    d = int(sparse.input_dim)
+    d = int(model.input_dim)
     current = kernel.value("lengthscale")
     loc = torch.tensor(math.sqrt(2.0) + 0.5 * math.log(d), dtype=current.dtype)
     scale = torch.tensor(math.sqrt(3.0), dtype=current.dtype)
     prior = torch.distributions.LogNormal(loc, scale)
     mode = math.exp(float(loc) - float(scale) ** 2)
-    kernel.lengthscale = torch.full(current.shape, mode, dtype=current.dtype).numpy()
-    sparse.set_prior("kernel.lengthscale", prior)
+    kernel.lengthscale = torch.full(current.shape, mode, dtype=current.dtype)
+    model.set_prior("kernel.lengthscale", prior)
     return model
 
 
@@ -148,12 +174,12 @@ class SparseGPModel(Model):
         torch.Size([5])
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: SparseModel) -> None:
         super().__init__()
         _check_model(model)
         self._set_members([model], torch.Size(), _fantasies(model))
 
-    def _set_members(self, models: list[Any], input_batch: torch.Size,
+    def _set_members(self, models: list[SparseModel], input_batch: torch.Size,
                      fantasies: int | None) -> None:
         #: one sparsegp model per element of the input batch (row-major)
         self.members = nn.ModuleList(models)
@@ -161,16 +187,16 @@ class SparseGPModel(Model):
         self._num_fantasies = fantasies
 
     @classmethod
-    def _of(cls, models: list[Any], input_batch: torch.Size,
+    def _of(cls, models: list[SparseModel], input_batch: torch.Size,
             fantasies: int | None) -> SparseGPModel:
         new = cls.__new__(cls)
         Model.__init__(new)
         new._set_members(models, input_batch, fantasies)
         return new
 
-    def _sparse(self) -> list[Any]:
+    def _sparse(self) -> list[_Predictive]:
         """The sparsegp models, one per element of the input batch."""
-        return list(self.members)
+        return [m for m in self.members if isinstance(m, _Predictive)]  # all (`_check_model`)
 
     # -- the Model protocol ------------------------------------------------------------------
     @property
@@ -194,7 +220,7 @@ class SparseGPModel(Model):
     def posterior(self, X: Tensor, output_indices: list[int] | None = None,
                   observation_noise: bool | Tensor = False,
                   posterior_transform: PosteriorTransform | None = None,
-                  **kwargs: Any) -> Posterior:
+                  **kwargs: object) -> Posterior:
         """The joint predictive over each q-batch of X [..., q, d], a `GPyTorchPosterior` of
         batch shape [..., *batch_shape]: of f*, of y* with `observation_noise=True`, or of f*
         plus a given noise variance (a tensor broadcasting to [..., q, 1])."""
@@ -222,7 +248,8 @@ class SparseGPModel(Model):
             posterior = posterior_transform(posterior)
         return posterior
 
-    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> SparseGPModel:
+    def condition_on_observations(self, X: Tensor, Y: Tensor, *, noise: ArrayLike | None = None,
+                                  **kwargs: object) -> SparseGPModel:
         """A new wrapper of the model conditioned on (X, Y) at fixed hyperparameters
         (sparsegp's `condition_on_observations`); this one is unchanged.
 
@@ -230,14 +257,11 @@ class SparseGPModel(Model):
         (F fantasies). A wrapper of F fantasies (no input batch) takes X [k, d] and Y
         [F, k, 1] or [k, 1]. `noise` (known noise variances of the new points, [..., k, 1] or
         a number) is passed on for models fitted with a noise variance per point."""
-        noise = kwargs.pop("noise", None)
         if kwargs:
             raise TypeError(f"condition_on_observations() got unexpected arguments "
                             f"{sorted(kwargs)}")
         for member in self._sparse():
-            if not hasattr(member, "condition_on_observations"):
-                raise TypeError("condition_on_observations takes a GPR or SGPR; this wrapper "
-                                f"holds a {type(member).__name__}")
+            _conditions(member)
         if X.dim() < 2 or Y.dim() < 2 or Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
             raise ValueError(f"X must be [..., k, d] and Y [..., k, 1] with the same k; got X "
                              f"{tuple(X.shape)} and Y {tuple(Y.shape)}")
@@ -252,11 +276,13 @@ class SparseGPModel(Model):
         Xs = X.reshape(n, *X.shape[-2:])
         Ys = Y[..., 0].reshape(*Y.shape[:extra], n, Y.shape[-2])
         noises = _per_batch(noise, Y.shape[:-1], extra, n)
-        models = [self._sparse()[0].condition_on_observations(Xs[j], Ys[..., j, :], noises[j])
+        first = _conditions(self._sparse()[0])
+        models = [first.condition_on_observations(Xs[j], Ys[..., j, :], noises[j])
                   for j in range(n)]
         return SparseGPModel._of(models, input_batch, Y.shape[0] if extra else None)
 
-    def _condition_fantasies(self, X: Tensor, Y: Tensor, noise: Any) -> SparseGPModel:
+    def _condition_fantasies(self, X: Tensor, Y: Tensor, noise: ArrayLike | None
+                             ) -> SparseGPModel:
         if self._input_batch != torch.Size() or X.dim() != 2 or Y.dim() not in (2, 3):
             raise ValueError("conditioning a wrapper of fantasies again takes the wrapper of one "
                              "sparsegp model (no input batch), X [k, d] and Y [F, k, 1] or "
@@ -264,7 +290,7 @@ class SparseGPModel(Model):
                              f"X {tuple(X.shape)}, Y {tuple(Y.shape)}")
         if isinstance(noise, Tensor):
             noise = noise.reshape(-1, X.shape[0])[0]
-        new = self._sparse()[0].condition_on_observations(X, Y[..., 0], noise)
+        new = _conditions(self._sparse()[0]).condition_on_observations(X, Y[..., 0], noise)
         return SparseGPModel._of([new], torch.Size(), self._num_fantasies)
 
     def fantasize(self, X: Tensor, sampler: MCSampler, observation_noise: Tensor | None = None,
@@ -324,7 +350,7 @@ class SparseGPModel(Model):
         return mean, cov
 
 
-def _member_moments(model: Any, X: Tensor, observed: bool, fantasies: bool
+def _member_moments(model: _Predictive, X: Tensor, observed: bool, fantasies: bool
                     ) -> tuple[Tensor, Tensor]:
     """Mean [R, F, q] and covariance [R, F, q, q] of one sparsegp model at X [R, F, q, d]: row
     r's f-th q-batch under fantasy f (F = 1 without fantasies), from joint predictions over
@@ -347,7 +373,7 @@ def _member_moments(model: Any, X: Tensor, observed: bool, fantasies: bool
 
 
 @contextmanager
-def _inputs_only(model: Any) -> Iterator[None]:
+def _inputs_only(model: _Predictive) -> Iterator[None]:
     """Predictions differentiable with respect to the inputs only: the model's parameters are
     frozen for the call (its cached posterior serves) and restored afterwards."""
     live = [p for p in model.parameters() if p.requires_grad]
@@ -360,7 +386,7 @@ def _inputs_only(model: Any) -> Iterator[None]:
             p.requires_grad_(True)
 
 
-def _check_model(model: Any) -> None:
+def _check_model(model: SparseModel) -> None:
     name = type(model).__name__
     if not (isinstance(model, nn.Module) and hasattr(model, "predict_f")
             and hasattr(model, "predict_y")):
@@ -375,11 +401,20 @@ def _check_model(model: Any) -> None:
                          f"{type(likelihood).__name__}")
 
 
-def _fantasies(model: Any) -> int | None:
+def _conditions(member: _Predictive) -> _Conditions:
+    """The member, which must condition on observations (a GPR or SGPR)."""
+    if not isinstance(member, _Conditions):
+        raise TypeError("condition_on_observations takes a GPR or SGPR; this wrapper "
+                        f"holds a {type(member).__name__}")
+    return member
+
+
+def _fantasies(model: SparseModel) -> int | None:
     return getattr(model, "num_fantasies", None)
 
 
-def _per_batch(noise: Any, targets: torch.Size, extra: int, n: int) -> list[Any]:
+def _per_batch(noise: ArrayLike | None, targets: torch.Size, extra: int, n: int
+               ) -> list[ArrayLike | None]:
     """The known noise of the new points for each of the n batch elements ([k] or None)."""
     if noise is None or not isinstance(noise, Tensor):
         return [noise] * n

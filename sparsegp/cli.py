@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .kernels.stationary import RadialKernel
-    from .models.regression import GPModel
+    from .models.core.regression import Regression
 
 #: The pseudo-point family of `--approximation` (`objectives.collapsed.APPROXIMATIONS`, named
 #: here so that the parser is built without importing torch; a test keeps the two equal).
@@ -118,7 +118,7 @@ def _fit_model(args: argparse.Namespace, out: Path, features: list[str], shown: 
     # y is standardised inside as every regression model does by default; X with --standardize
     common = dict(kernel=kernel, mean=args.mean, standardize_X=args.standardize)
     M = args.num_inducing  # None: the model's own default (SGPR: min(N, 100) inducing points)
-    model: GPModel
+    model: Regression
     if args.approximation == "exact":
         check_exact_memory(X.shape[0])
         model = GPR(X, y, **common)
@@ -230,7 +230,7 @@ def _predict_arguments(args: argparse.Namespace) -> Path | None:
 
 def _predict(args: argparse.Namespace) -> int:
     from .models import load
-    from .models.regression import GPModel
+    from .models.core.regression import Regression
     from .runtime.tabular import csv_header, read_csv, write_csv
 
     out = args.checked  # `main` ran `_predict_arguments` before the imports
@@ -248,7 +248,7 @@ def _predict(args: argparse.Namespace) -> int:
                              f"column(s), in the order of fitting; it has {len(header)}: {header}")
         features = header
     _, X = read_csv(args.data, columns=list(features))
-    if isinstance(model, GPModel):
+    if isinstance(model, Regression):
         mean, var = model.predict(X, include_noise=not args.latent)
     else:  # SVGP, SGPC: y's mean and variance (for labels: p(y = 1) and p(1 − p))
         mean, var = model.predict_f(X) if args.latent else model.predict_y(X)

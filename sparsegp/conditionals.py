@@ -181,7 +181,7 @@ def coregional_conditional(q: WhitenedGaussian, W: Tensor, a: Tensor, kff: Tenso
     """q(f) of the P outputs f = W g of the linear model of coregionalisation, from q(v) of the
     L·M whitened inducing variables of L latent functions sharing one kernel (block l of
     q.mean holds g_l's; q.root is the precision root L_B of the collapsed bound,
-    `objectives/coregional.py`), at inputs whose whitened cross-covariances are a = L⁻¹Kuf
+    `objectives/collapsed/coregional.py`), at inputs whose whitened cross-covariances are a = L⁻¹Kuf
     [M, B]; kff is diag Kff [B] (or Kff [B, B] with `full_cov`). With h_p = W_p ⊗ a and
     U_p = L_B⁻¹h_p: mean h_pᵀm, cov(f_p, f_q) = W_p·W_q (k − aᵀa') + U_pᵀU_q.
     Returns mean [B, P] and variances [B, P], covariances [P, B, B] (`full_cov`) or

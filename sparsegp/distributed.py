@@ -30,6 +30,8 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
+from .autograd import Context
+
 
 class DistributedError(RuntimeError):
     """A collective operation failed: a peer process stopped, or the group timed out.
@@ -223,11 +225,11 @@ class _SummedGradient(torch.autograd.Function):
         return t.view_as(t)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Tensor) -> None:
         pass
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor) -> Tensor:
+    def backward(ctx: Context, g: Tensor) -> Tensor:
         if torch.is_grad_enabled():  # a graph of the gradient is wanted
             return _AllReduced.apply(g)
         g = g.clone()
@@ -246,11 +248,11 @@ class _AllReduced(torch.autograd.Function):
         return g
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Tensor) -> None:
         pass
 
     @staticmethod
-    def backward(ctx: Any, v: Tensor) -> Tensor:
+    def backward(ctx: Context, v: Tensor) -> Tensor:
         if torch.is_grad_enabled():
             return _AllReduced.apply(v)
         v = v.clone()

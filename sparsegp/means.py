@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from torch import Tensor
 from .parameters import Parameterised, as_user_value
 from .registry import Registered, Registry
 from .runtime.config import PARAMETER_DTYPE
+from .validation import ArrayLike
 
 __all__ = ["Mean", "Zero", "Constant", "Linear", "Sum", "as_mean"]
 
@@ -187,7 +188,7 @@ class Linear(Mean):
     weights: Tensor
     bias: Tensor
 
-    def __init__(self, weights: Any = None, bias: float | None = None) -> None:
+    def __init__(self, weights: ArrayLike | None = None, bias: float | None = None) -> None:
         super().__init__()
         self._sized = weights is not None
         self._add_free("weights", _finite(0.0 if weights is None else weights, "weights", None))
@@ -258,7 +259,12 @@ class Sum(Mean):
         return cls([Mean.registry.build(c) for c in cfg["args"]["means"]])
 
 
-def as_mean(mean: Any) -> Mean:
+#: What a model's `mean=` takes: None (zero), a `Mean`, or a name ('zero', 'constant',
+#: 'linear').
+MeanLike: TypeAlias = "Mean | str | None"
+
+
+def as_mean(mean: MeanLike) -> Mean:
     """A model's `mean=` argument: None (zero), a `Mean`, or a name ('zero', 'constant',
     'linear').
 
@@ -289,7 +295,7 @@ def as_mean(mean: Any) -> Mean:
                     f"got {mean!r}")
 
 
-def _finite(value: Any, name: str, shape: tuple | None) -> Tensor:
+def _finite(value: ArrayLike, name: str, shape: tuple | None) -> Tensor:
     try:
         t = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=PARAMETER_DTYPE)
     except (TypeError, ValueError):
@@ -304,5 +310,5 @@ def _finite(value: Any, name: str, shape: tuple | None) -> Tensor:
     return t.clone()
 
 
-def _plain(v: Any) -> Any:
+def _plain(v: float | np.ndarray) -> float | list[float]:
     return v.tolist() if isinstance(v, np.ndarray) else v

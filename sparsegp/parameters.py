@@ -11,7 +11,7 @@ the bounds kept in the buffer ``bounds_<name>`` so that `state_dict()` carries t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from .runtime.config import DEFAULT_DTYPE
+from .validation import ArrayLike
 
 Prior = Callable[[Tensor], Tensor] | torch.distributions.Distribution
 ParameterisedT = TypeVar("ParameterisedT", bound="Parameterised")
@@ -77,10 +78,10 @@ class UserValue:
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, module: Any, owner: type | None = None) -> Any:
+    def __get__(self, module: Parameterised | None, owner: type | None = None) -> Any:
         return self if module is None else as_user_value(module.value(self.name))
 
-    def __set__(self, module: Any, value: Any) -> None:
+    def __set__(self, module: Parameterised, value: ArrayLike) -> None:
         module._assign(self.name, value)
 
 
@@ -100,7 +101,7 @@ class Parameterised(nn.Module):
         self._bounds: dict[str, tuple[float, float]] = {}  # of bounded positive parameters
 
     # -- declaring parameters -------------------------------------------------------------
-    def _add_positive(self, name: str, value: Any, floor: float, max_dim: int = 1) -> None:
+    def _add_positive(self, name: str, value: ArrayLike, floor: float, max_dim: int = 1) -> None:
         t = self._checked_positive(name, value, floor, max_dim)
         self._floors[name] = floor
         self._max_dims[name] = max_dim
@@ -109,7 +110,8 @@ class Parameterised(nn.Module):
     def _add_free(self, name: str, value: Tensor) -> None:
         self.register_parameter(name, nn.Parameter(value))
 
-    def _checked_positive(self, name: str, value: Any, floor: float, max_dim: int = 1) -> Tensor:
+    def _checked_positive(self, name: str, value: ArrayLike, floor: float, max_dim: int = 1
+                          ) -> Tensor:
         ref = next(iter(self.parameters()), None)
         dtype = ref.dtype if ref is not None else DEFAULT_DTYPE
         device = ref.device if ref is not None else None
@@ -156,11 +158,11 @@ class Parameterised(nn.Module):
             return softplus_floor(getattr(self, "raw_" + name), self._floors[name])
         return getattr(self, name)
 
-    def _assign(self, name: str, value: Any, reshape: bool = False) -> None:
+    def _assign(self, name: str, value: ArrayLike, reshape: bool = False) -> None:
         """What assigning a `UserValue` property does: `set_value` (kernels extend it)."""
         self.set_value(name, value, reshape=reshape)
 
-    def set_value(self, name: str, value: Any, *, reshape: bool = False) -> None:
+    def set_value(self, name: str, value: ArrayLike, *, reshape: bool = False) -> None:
         """Assign a value to the parameter `name` (dotted from this module, as
         'kernel.lengthscale'; a positive parameter's constrained value, not its raw one).
 
@@ -310,14 +312,15 @@ class Parameterised(nn.Module):
         self._bounds.pop(leaf, None)
         self._buffers.pop(BOUNDS_PREFIX + leaf, None)
 
-    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any, **kwargs: Any
-                              ) -> None:
+    def _load_from_state_dict(self, state_dict: Mapping[str, object], prefix: str,
+                              *args: Any, **kwargs: Any) -> None:
         # the bounds come with the raw values they give meaning to: install (or drop) them
-        # before the values are read
+        # before the values are read (a state without the raw value leaves both alone)
         for leaf in self._floors:
             saved = state_dict.get(prefix + BOUNDS_PREFIX + leaf)
             if saved is None:
-                self._drop_bounds(leaf)
+                if prefix + "raw_" + leaf in state_dict:
+                    self._drop_bounds(leaf)
                 continue
             if not isinstance(saved, Tensor) or saved.numel() != 2:
                 raise ValueError(f"{prefix}{BOUNDS_PREFIX}{leaf} must hold two numbers "

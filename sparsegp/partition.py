@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
 
 import numpy as np
 
 from .features.initialisation import kmeans_plus_plus, nearest
-from .validation import as_inputs
+from .validation import ArrayLike, as_inputs
 
 
-def cluster_blocks(X: Any, num_blocks: int, seed: int = 0) -> np.ndarray:
+def cluster_blocks(X: ArrayLike, num_blocks: int, seed: int = 0) -> np.ndarray:
     """A block label 0..num_blocks−1 for every row of X [N, D]: seeded k-means clusters
     (k-means++ seeding, then Lloyd iterations), for `SGPR(..., blocks=labels)`.
 

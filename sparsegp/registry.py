@@ -16,9 +16,9 @@ class Registry:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._classes: dict[str, type[Registered]] = {}
+        self._classes: dict[str, type] = {}
 
-    def add(self, cls: type[Registered]) -> None:
+    def add(self, cls: type) -> None:
         """Register `cls` by its name. A class of sparsegp's own is never replaced by another
         of the same name (saved models would then rebuild the wrong class); a class defined
         again (the same module and qualified name, e.g. a re-run notebook cell) replaces its
@@ -34,7 +34,7 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._classes)
 
-    def get(self, name: Any) -> type[Registered]:
+    def get(self, name: object) -> type[Any]:
         cls = self._classes.get(name) if isinstance(name, str) else None
         if cls is None:
             raise ValueError(f"unknown {self.kind} type {name!r} (a class of your own must be "
@@ -42,7 +42,7 @@ class Registry:
                              f"{', '.join(self.names())}")
         return cls
 
-    def build(self, cfg: Any) -> Any:
+    def build(self, cfg: object) -> Any:
         """The object that `obj.config()` == `cfg` describes (parameter values come from
         `load_state_dict` afterwards)."""
         if not isinstance(cfg, dict) or not isinstance(cfg.get("args", {}), dict):
@@ -60,7 +60,7 @@ class Registered:
 
     registry: ClassVar[Registry]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls.registry.add(cls)
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeAlias, TypedDict, TypeVar
 
 import numpy as np
 import torch
@@ -38,19 +39,22 @@ try:
     from sklearn.utils.validation import validate_data
 except ImportError:  # pragma: no cover - scikit-learn < 1.6 has the method instead
 
-    def validate_data(estimator: Any, X: Any = "no_validation", y: Any = "no_validation",
-                      reset: bool = True, **kwargs: Any) -> Any:
+    def validate_data(estimator: BaseEstimator, X: ArrayLike = "no_validation",
+                      y: ArrayLike = "no_validation", reset: bool = True, **kwargs: object
+                      ) -> Any:
         return estimator._validate_data(X, y, reset=reset, **kwargs)
 
 from .diagnostics import ApproximationWarning, ConvergenceWarning
 from .features.initialisation import distinct_rows
+from .kernels.base import Kernel
 from .likelihoods import Bernoulli, MultiClass
+from .means import MeanLike
 from .models import GPR, SGPC, SGPR, SVGP
-from .models.predictions import SAMPLE_JITTER, joint_factor
-from .objectives.collapsed import APPROXIMATIONS
+from .models.core.predictions import SAMPLE_JITTER, joint_factor
+from .objectives.collapsed.members import APPROXIMATIONS
 from .training import fit_lbfgsb
 from .training.lbfgs import MAXITER
-from .validation import ScaleWarning, check_bool
+from .validation import ArrayLike, ScaleWarning, check_bool
 
 __all__ = ["SparseGPRegressor", "SparseGPClassifier"]
 
@@ -59,8 +63,34 @@ _COLLECTED = (ApproximationWarning, ScaleWarning, ConvergenceWarning)
 #: Where the warnings passed on are remembered, so that "default" filters show each once.
 _PASSED_ON: dict = {}
 
+T = TypeVar("T")
 
-def _collecting(fit: Any) -> tuple[Any, list[str]]:
+#: What scikit-learn's `random_state` takes: an int seed, a `numpy.random.RandomState`, or
+#: None (numpy's global one).
+RandomState: TypeAlias = int | np.integer | np.random.RandomState | None
+
+
+class _RegressorOptions(TypedDict):
+    """The constructor options the regressor's GPR and SGPR share."""
+
+    kernel: Kernel | None
+    mean: MeanLike
+    noise_variance: float | None
+    standardize_X: bool
+    standardize_y: bool
+
+
+class _ClassifierOptions(TypedDict):
+    """The constructor options the classifier's SGPC and SVGP share."""
+
+    kernel: Kernel | None
+    mean: MeanLike
+    inducing_points: int
+    seed: int
+    standardize_X: bool
+
+
+def _collecting(fit: Callable[[], T]) -> tuple[T, list[str]]:
     """Run `fit()`; return its result and the messages of the `_COLLECTED` warnings it gave.
     Every other warning is passed on unchanged."""
     with warnings.catch_warnings(record=True) as caught:
@@ -71,7 +101,8 @@ def _collecting(fit: Any) -> tuple[Any, list[str]]:
     return result, kept
 
 
-def _pass_on(caught: list[Any], text: Any = str) -> None:
+def _pass_on(caught: list[warnings.WarningMessage],
+             text: Callable[[Warning | str], str] = str) -> None:
     """Give the recorded warnings again (their messages through `text`), under the user's
     filters."""
     for w in caught:
@@ -87,7 +118,7 @@ def _in_wrapper_terms(text: str) -> str:
     return text
 
 
-def _built(make: Any) -> Any:
+def _built(make: Callable[[], T]) -> T:
     """`make()`, a model, with its warnings and errors in the wrappers' terms."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -99,7 +130,7 @@ def _built(make: Any) -> Any:
     return model
 
 
-def _seed(random_state: Any) -> int:
+def _seed(random_state: RandomState) -> int:
     """An int seed for the k-means++ inducing-input choice: the int itself, or one drawn from
     a `numpy.random.RandomState` (None: numpy's global one), as scikit-learn does."""
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
@@ -107,7 +138,7 @@ def _seed(random_state: Any) -> int:
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
-def _num_inducing(num_inducing: Any, X: np.ndarray) -> int:
+def _num_inducing(num_inducing: object, X: ArrayLike) -> int:
     """M, capped at the distinct training inputs (a small cross-validation fold has few;
     repeated measurements share an input)."""
     if isinstance(num_inducing, bool) or not isinstance(num_inducing, numbers.Integral) \
@@ -116,10 +147,10 @@ def _num_inducing(num_inducing: Any, X: np.ndarray) -> int:
     return min(int(num_inducing), distinct_rows(torch.tensor(X)))  # a copy: X may be read-only
 
 
-def _copy(part: Any) -> Any:
+def _copy(part: T) -> T:
     """A fresh copy of a kernel or mean (scikit-learn's `clone` of a non-estimator: a deep
     copy), so that fitting never changes the object the user passed."""
-    return None if part is None else clone(part, safe=False)
+    return part if part is None else clone(part, safe=False)
 
 
 class SparseGPRegressor(RegressorMixin, BaseEstimator):
@@ -156,9 +187,9 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, approximation: str = "vfe", alpha: float | None = None,
-                 num_inducing: int = 100, kernel: Any = None, mean: Any = None,
+                 num_inducing: int = 100, kernel: Kernel | None = None, mean: MeanLike = None,
                  noise_variance: float | None = None, maxiter: int = MAXITER,
-                 standardize: bool = True, random_state: Any = None) -> None:
+                 standardize: bool = True, random_state: RandomState = None) -> None:
         self.approximation = approximation
         self.alpha = alpha
         self.num_inducing = num_inducing
@@ -169,11 +200,11 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.standardize = standardize
         self.random_state = random_state
 
-    def fit(self, X: Any, y: Any) -> SparseGPRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> SparseGPRegressor:
         """Build the model on (X [N, D], y [N]) and maximise its objective; returns self."""
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, ensure_min_samples=2)
         standardize = check_bool(self.standardize, "standardize")
-        common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
+        common: _RegressorOptions = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
                       noise_variance=self.noise_variance, standardize_X=standardize,
                       standardize_y=standardize)
         name = self.approximation.lower() if isinstance(self.approximation, str) else None
@@ -201,7 +232,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
         return self
 
-    def predict(self, X: Any, return_std: bool = False, return_cov: bool = False,
+    def predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False,
                 include_noise: bool = True) -> Any:
         """Predictive mean [N*], and with `return_std` its standard deviation [N*] (or with
         `return_cov` its covariance [N*, N*]).
@@ -221,7 +252,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             return mean, np.sqrt(np.maximum(var, 0.0))
         return mean
 
-    def sample_y(self, X: Any, n_samples: int = 1, random_state: Any = 0,
+    def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state: RandomState = 0,
                  include_noise: bool = True) -> np.ndarray:
         """Joint samples of the predictive at X: [N*, n_samples] (scikit-learn's layout;
         [N*, P, n_samples] for P outputs). Of noisy y* by default, as `predict`'s
@@ -279,9 +310,9 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, approximation: str = "auto", alpha: float = 0.5, num_inducing: int = 100,
-                 kernel: Any = None, mean: Any = None, link: str | None = None,
+                 kernel: Kernel | None = None, mean: MeanLike = None, link: str | None = None,
                  maxiter: int | None = None, standardize: bool = True,
-                 random_state: Any = None) -> None:
+                 random_state: RandomState = None) -> None:
         self.approximation = approximation
         self.alpha = alpha
         self.num_inducing = num_inducing
@@ -309,7 +340,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                              f"{num_classes}. Use approximation='svgp' (or 'auto') for several")
         return name
 
-    def fit(self, X: Any, y: Any) -> SparseGPClassifier:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> SparseGPClassifier:
         """Build the model on (X [N, D], labels y [N]) and train it; returns self."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
@@ -318,7 +349,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes; y has "
                              f"only one class: {classes[0]!r}")
         backend = self._backend(len(classes))
-        common = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
+        common: _ClassifierOptions = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
                       inducing_points=_num_inducing(self.num_inducing, X),
                       seed=_seed(self.random_state),
                       standardize_X=check_bool(self.standardize, "standardize"))
@@ -342,7 +373,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
         return self
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities [N*, C], columns in the order of `classes_`."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
@@ -351,11 +382,11 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
             p = np.column_stack([1.0 - p, p])
         return p / p.sum(axis=1, keepdims=True)  # quadrature leaves sums 1 within ~1e-8
 
-    def predict_log_proba(self, X: Any) -> np.ndarray:
+    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithms of the class probabilities [N*, C]."""
         return np.log(self.predict_proba(X))
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """The most probable class of each row [N*], as values of `classes_`."""
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]

@@ -11,22 +11,50 @@ from __future__ import annotations
 
 import numbers
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, Protocol, TypeAlias, TypeGuard, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import Tensor
 
 from .runtime.config import DEFAULT_DTYPE
 
+#: What user data may be: numpy arrays, lists, tensors, pandas DataFrames and Series (any
+#: array-like `as_tensor` takes).
+ArrayLike: TypeAlias = npt.ArrayLike | Tensor
 
-def _describe(x: Any) -> str:
+#: An array-like checked and handed back unchanged (`one_or_per`).
+A = TypeVar("A", bound=ArrayLike)
+
+
+class _Index(Protocol):
+    """A pandas index, as far as the checks read it."""
+
+    def equals(self, other: object) -> bool: ...
+
+
+class _Pandas(Protocol):
+    """A pandas DataFrame or Series, as far as the checks read it."""
+
+    @property
+    def index(self) -> _Index: ...
+
+
+class _DataFrame(_Pandas, Protocol):
+    """A pandas DataFrame, as far as the checks read it."""
+
+    @property
+    def columns(self) -> Iterable[Hashable]: ...
+
+
+def _describe(x: object) -> str:
     return f"shape {tuple(x.shape)}" if hasattr(x, "shape") else type(x).__name__
 
 
 def as_tensor(
-    x: Any, name: str, *, dtype: torch.dtype | None = None, device: torch.device | None = None
+    x: object, name: str, *, dtype: torch.dtype | None = None, device: torch.device | None = None
 ) -> Tensor:
     """A floating tensor from an array-like, in memory of its own; a torch tensor must already
     match dtype/device."""
@@ -63,7 +91,7 @@ def as_tensor(
 _INT_TYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
 
 
-def _pandas_kind(x: Any) -> str | None:
+def _pandas_kind(x: object) -> str | None:
     """"frame" for a pandas DataFrame, "series" for a Series, else None (without importing
     pandas: if the program has not loaded it, x is not a pandas object)."""
     pd = sys.modules.get("pandas")
@@ -76,8 +104,12 @@ def _pandas_kind(x: Any) -> str | None:
     return None
 
 
-def is_dataframe(x: Any) -> bool:
+def is_dataframe(x: object) -> TypeGuard[_DataFrame]:
     return _pandas_kind(x) == "frame"
+
+
+def _is_pandas(x: object) -> TypeGuard[_Pandas]:
+    return _pandas_kind(x) is not None
 
 
 def _pandas_values(x: Any, name: str) -> np.ndarray:
@@ -99,13 +131,14 @@ def _pandas_values(x: Any, name: str) -> np.ndarray:
     return values if values.flags.writeable else values.copy()  # copy-on-write pandas: read-only
 
 
-def column_names(X: Any) -> list[str] | None:
+def column_names(X: object) -> list[str] | None:
     """The column names of a DataFrame when all of them are strings (as scikit-learn keeps
     them); None for anything else (arrays, tensors, a DataFrame with integer column labels)."""
     if not is_dataframe(X):
         return None
     names = list(X.columns)
-    return names if names and all(isinstance(c, str) for c in names) else None
+    strings = [c for c in names if isinstance(c, str)]
+    return strings if names and len(strings) == len(names) else None
 
 
 def check_feature_names(names: Sequence[str] | None, num_features: int,
@@ -126,7 +159,7 @@ def check_feature_names(names: Sequence[str] | None, num_features: int,
     return names
 
 
-def check_columns(X: Any, expected: list[str] | None, name: str = "Xnew") -> None:
+def check_columns(X: object, expected: list[str] | None, name: str = "Xnew") -> None:
     """A DataFrame X must have exactly the columns `expected` (the names the model was fitted
     with), in that order, as scikit-learn requires; arrays, tensors and models fitted without
     names are not checked (columns are then taken by position)."""
@@ -151,28 +184,28 @@ def check_columns(X: Any, expected: list[str] | None, name: str = "Xnew") -> Non
                      "position")
 
 
-def _short(names: list[Any], limit: int = 8) -> str:
+def _short(names: Sequence[object], limit: int = 8) -> str:
     return repr(names) if len(names) <= limit else f"{names[:limit]!r} (+{len(names) - limit})"
 
 
-def check_same_rows(X: Any, y: Any) -> None:
+def check_same_rows(X: object, y: object) -> None:
     """X and y as pandas objects must share their index: rows are paired by position (as in
     scikit-learn), so two different indexes would pair rows that pandas would not."""
-    if _pandas_kind(X) is None or _pandas_kind(y) is None or X.index.equals(y.index):
+    if not (_is_pandas(X) and _is_pandas(y)) or X.index.equals(y.index):
         return
     raise ValueError("X and y have different pandas indexes; rows are paired by position, not "
                      "by label: align them first (e.g. y = y.loc[X.index]) or pass "
                      "y.to_numpy()")
 
 
-def positive_int(value: Any, name: str) -> int:
+def positive_int(value: object, name: str) -> int:
     """`value` as an int ≥ 1 (numpy integers too), or a ValueError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
 
 
-def positive_float(value: Any, name: str) -> float:
+def positive_float(value: object, name: str) -> float:
     """`value` as a finite float > 0 (a step size, a learning rate), or a ValueError naming
     `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
@@ -181,7 +214,7 @@ def positive_float(value: Any, name: str) -> float:
     return float(value)
 
 
-def one_or_per(value: Any, n: int, name: str, per: str) -> Any:
+def one_or_per(value: A, n: int, name: str, per: str) -> A:
     """`value` unchanged if it is one number or `n` of them (one per `per`), else a ValueError
     naming `name` (a model must not fit with values it silently ignores)."""
     size = int(np.size(value)) if not isinstance(value, Tensor) else value.numel()
@@ -191,7 +224,7 @@ def one_or_per(value: Any, n: int, name: str, per: str) -> Any:
     return value
 
 
-def check_bool(value: Any, name: str) -> bool:
+def check_bool(value: object, name: str) -> bool:
     """`value` as a bool (numpy bools too), or a TypeError naming `name`: a string such as
     "False" is true to Python, and would switch the option on."""
     if not isinstance(value, (bool, np.bool_)):
@@ -202,14 +235,15 @@ def check_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def check_seed(seed: Any) -> int:
+def check_seed(seed: object) -> int:
     """`seed` as an int (numpy integers too), or a TypeError naming `seed`."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an integer; got {seed!r}")
     return int(seed)
 
 
-def seeded_generator(seed: Any, device: Any = None) -> torch.Generator:
+def seeded_generator(seed: object, device: torch.device | str | None = None
+                     ) -> torch.Generator:
     """A torch generator seeded with `seed` (`check_seed`)."""
     return torch.Generator(device=device or "cpu").manual_seed(check_seed(seed))
 
@@ -225,7 +259,7 @@ def check_finite(t: Tensor, name: str) -> Tensor:
 
 
 def as_inputs(
-    X: Any, name: str = "X", *, num_features: int | None = None,
+    X: ArrayLike, name: str = "X", *, num_features: int | None = None,
     dtype: torch.dtype | None = None, device: torch.device | None = None,
 ) -> Tensor:
     """A finite 2-D input matrix [N, D] (N ≥ 1)."""
@@ -241,7 +275,7 @@ def as_inputs(
     return check_finite(t, name)
 
 
-def as_targets(y: Any, n: int, name: str = "y", *, dtype: torch.dtype | None = None,
+def as_targets(y: ArrayLike, n: int, name: str = "y", *, dtype: torch.dtype | None = None,
                device: torch.device | None = None) -> Tensor:
     """A finite target vector [N] (a column [N, 1] is accepted)."""
     t = as_tensor(y, name, dtype=dtype, device=device)
@@ -254,7 +288,7 @@ def as_targets(y: Any, n: int, name: str = "y", *, dtype: torch.dtype | None = N
     return check_finite(t, name)
 
 
-def as_output_targets(y: Any, n: int, name: str = "y", *, dtype: torch.dtype | None = None,
+def as_output_targets(y: ArrayLike, n: int, name: str = "y", *, dtype: torch.dtype | None = None,
                       device: torch.device | None = None) -> Tensor:
     """Targets of one output [N] (as `as_targets`) or of P ≥ 2 outputs [N, P], where NaN marks
     a missing output (every output needs an observation; ±inf is refused)."""
@@ -277,7 +311,7 @@ def as_output_targets(y: Any, n: int, name: str = "y", *, dtype: torch.dtype | N
     return t
 
 
-def model_dtype(X: Any, y: Any, dtype: torch.dtype | None) -> torch.dtype:
+def model_dtype(X: ArrayLike, y: ArrayLike | None, dtype: torch.dtype | None) -> torch.dtype:
     """The dtype a model uses: `dtype=` if given, else that of floating tensors, else float64."""
     if dtype is not None:
         if dtype not in (torch.float32, torch.float64):
@@ -291,7 +325,7 @@ def model_dtype(X: Any, y: Any, dtype: torch.dtype | None) -> torch.dtype:
     return floats[0].dtype if floats else DEFAULT_DTYPE
 
 
-def model_device(X: Any, y: Any) -> torch.device:
+def model_device(X: ArrayLike, y: ArrayLike | None) -> torch.device:
     """The device of tensor data (CPU for arrays); X and y must agree."""
     devices = {t.device for t in (X, y) if isinstance(t, Tensor)}
     if len(devices) > 1:

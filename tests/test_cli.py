@@ -174,7 +174,7 @@ def test_the_parsers_names_are_the_librarys():
     # the parser is built without importing torch, from names of its own: they must be these
     from sparsegp import kernels
     from sparsegp.cli import KERNEL_NAMES, PSEUDO_POINT, kernel_class
-    from sparsegp.objectives.collapsed import APPROXIMATIONS
+    from sparsegp.objectives.collapsed.members import APPROXIMATIONS
 
     assert PSEUDO_POINT == APPROXIMATIONS
     assert {name: kernel_class(name) for name in KERNEL_NAMES} == {

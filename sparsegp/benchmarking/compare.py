@@ -43,7 +43,7 @@ from .speed import (
 )
 
 if TYPE_CHECKING:
-    from ..models.regression import GPModel
+    from ..models.core.regression import Regression
 
 #: (method, N, size): size is M inducing points, R spectral pairs or G grid points.
 FULL_CASES = [("exact", 2_000, 0), ("exact", 5_000, 0), ("vfe", 10_000, 500),
@@ -94,7 +94,7 @@ def _sparsegp(method: str, X, y, size: int):
 
     kernel = sg.kernels.SquaredExponential(lengthscale=[LENGTHSCALE] * X.shape[1],
                                            variance=VARIANCE)
-    model: GPModel
+    model: Regression
     # y as given (standardize_y=False): the peers' objectives at the same values
     if method == "exact":
         model = sg.GPR(X, y, kernel=kernel, noise_variance=NOISE, standardize_y=False)

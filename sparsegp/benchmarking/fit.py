@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +49,10 @@ from .fit_peers import (
     gpytorch_sgpr_fit,
 )
 from .speed import bench_parser, machine, parse_bench_args, report
+
+if TYPE_CHECKING:
+    from ..models import Model
+    from ..training import FitResult
 
 #: the UCI regression set (docs/data.md): 9,568 points of 4 inputs, split 0 (8,611 training)
 UCI_SET = "power-plant"
@@ -160,13 +164,13 @@ def classification_models(quick: bool) -> dict[str, Callable[[Any, Any], Any]]:
     return {"SGPC": lambda X, y: sg.SGPC(X, y, standardize_X=True)}
 
 
-def traced_fit(model: Any, **options: Any) -> tuple[Any, Trace]:
+def traced_fit(model: Model, **options: Any) -> tuple[FitResult, Trace]:
     """The model's `fit(**options)` with a copy of its parameters after every iteration."""
     trace = Trace()
     spent = [0.0]  # the copies' own time, left out of the elapsed seconds
     start = time.perf_counter()
 
-    def keep(*_: Any) -> None:
+    def keep(*_: object) -> None:
         t = time.perf_counter()
         trace.states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
         trace.seconds.append(t - start - spent[0])
@@ -182,7 +186,7 @@ def traced_fit(model: Any, **options: Any) -> tuple[Any, Trace]:
     return result, trace
 
 
-def scores(model: Any, case: Case) -> tuple[float, float]:
+def scores(model: Model, case: Case) -> tuple[float, float]:
     """(test RMSE or error rate, test NLPD) of the model as it is."""
     import torch
 
@@ -220,7 +224,7 @@ def first_index(last: int, ok: Callable[[int], bool]) -> int | None:
     return next(j for j in range(max(0, coarse - step + 1), coarse + 1) if ok(j))
 
 
-def first_state(model: Any, case: Case, trace: Trace, ok_scores: Callable[[float, float], bool]
+def first_state(model: Model, case: Case, trace: Trace, ok_scores: Callable[[float, float], bool]
                 ) -> tuple[float | None, int | None]:
     """(seconds, iteration) of the first kept state whose test scores pass `ok_scores` (None
     when not even the last does); states are scored as needed."""
@@ -234,7 +238,7 @@ def first_state(model: Any, case: Case, trace: Trace, ok_scores: Callable[[float
     return (None, None) if i is None else (trace.seconds[i], i)
 
 
-def first_good(model: Any, case: Case, trace: Trace, ref: tuple[float, float]
+def first_good(model: Model, case: Case, trace: Trace, ref: tuple[float, float]
                ) -> tuple[float | None, int | None]:
     """(seconds, iteration) of the first kept state within 1% of the reference."""
     return first_state(model, case, trace, lambda point, nlpd: good(point, nlpd, ref))

@@ -15,13 +15,22 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .compare import gpflow_model
+
+
+class Case(Protocol):
+    """What a peer's fit reads of a data set (`fit.Case`): training and test arrays."""
+
+    X: np.ndarray
+    y: np.ndarray
+    Xs: np.ndarray
+    ys: np.ndarray
 
 #: GPyTorch's tutorial recipe: Adam at this learning rate for this many steps.
 GPYTORCH_LR = 0.1
@@ -57,15 +66,15 @@ def gpflow_missing() -> str | None:
     return None
 
 
-def gaussian_scores(mean: Any, var: Any, case: Any) -> tuple[float, float]:
+def gaussian_scores(mean: np.ndarray, var: np.ndarray, case: Case) -> tuple[float, float]:
     """(test RMSE, test NLPD) of Gaussian predictions `mean`, `var` of case.ys."""
-    from ..models.predictions import gaussian_log_density
+    from ..models.core.predictions import gaussian_log_density
 
     nlpd = -float(gaussian_log_density(mean, var, case.ys).mean())
     return float(np.sqrt(np.mean((mean - case.ys) ** 2))), nlpd
 
 
-def gpytorch_sgpr_fit(case: Any, M: int, steps: int) -> PeerFit:
+def gpytorch_sgpr_fit(case: Case, M: int, steps: int) -> PeerFit:
     """GPyTorch's SGPR on `case` (see the module docstring)."""
     import gpytorch
     import torch
@@ -76,7 +85,7 @@ def gpytorch_sgpr_fit(case: Any, M: int, steps: int) -> PeerFit:
     y = torch.as_tensor((case.y - shift) / scale, dtype=dtype)
 
     class SGPR(gpytorch.models.ExactGP):
-        def __init__(self, likelihood: Any) -> None:
+        def __init__(self, likelihood: gpytorch.likelihoods.Likelihood) -> None:
             super().__init__(X, y, likelihood)
             self.mean_module = gpytorch.means.ConstantMean()
             base = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(
@@ -84,7 +93,7 @@ def gpytorch_sgpr_fit(case: Any, M: int, steps: int) -> PeerFit:
             self.covar_module = gpytorch.kernels.InducingPointKernel(
                 base, inducing_points=X[:M].clone(), likelihood=likelihood)
 
-        def forward(self, x: Any) -> Any:
+        def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
                                                              self.covar_module(x))
 
@@ -124,7 +133,7 @@ def gpytorch_sgpr_fit(case: Any, M: int, steps: int) -> PeerFit:
                    total, steps, "fixed budget")
 
 
-def gpflow_sgpr_fit(case: Any, start: Any) -> PeerFit:
+def gpflow_sgpr_fit(case: Case, start: Any) -> PeerFit:
     """GPflow's SGPR on `case` from the starting values of the sparsegp SGPR `start` (unfitted;
     see the module docstring)."""
     import gpflow
@@ -144,7 +153,7 @@ def gpflow_sgpr_fit(case: Any, start: Any) -> PeerFit:
     seconds = [0.0]
     spent = [0.0]
 
-    def keep(_step: int, _variables: Any, values: Any) -> None:
+    def keep(_step: int, _variables: object, values: Iterable[object]) -> None:
         t = time.perf_counter()
         states.append([np.array(v, copy=True) for v in values])
         seconds.append(t - begin - spent[0])

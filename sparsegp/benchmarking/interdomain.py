@@ -63,8 +63,10 @@ def worker(spec: dict) -> dict:
     if setup == "naive deltas":
         def step() -> None:
             f, k = cast(sg.features.SumOfDeltas, model.feature), model.kernel
-            Kuf = torch.einsum("mc,mcn->mn", f.weights, k.K(f.points(), model.X).reshape(M, C, N))
-            F = naive_vfe(Kuf, cov.Kuu(f, k), k.K_diag(model.X), model.y,
+            X, y = model.X, model.y
+            assert X is not None and y is not None
+            Kuf = torch.einsum("mc,mcn->mn", f.weights, k.K(f.points(), X).reshape(M, C, N))
+            F = naive_vfe(Kuf, cov.Kuu(f, k), k.K_diag(X), y,
                           model.value("noise_variance"))
             torch.autograd.grad(-F, params)
     else:

@@ -69,6 +69,7 @@ def worker(spec: dict) -> dict:
                 g = model.grid()
                 W = g.W.to_dense()
                 K = W @ kuu_matmul(model.kernel, model.grid_spacing, model.sizes)(W.mT)
+                assert model.y is not None
                 return -exact_log_marginal_likelihood(K, model.y, model.value("noise_variance"))
         else:
             loss = model.training_loss

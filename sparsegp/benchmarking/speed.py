@@ -97,13 +97,15 @@ def worker(spec: dict) -> dict:
     approx, alpha, _ = METHODS[method.removeprefix("naive-")]
     model = sg.SGPR(X, y, kernel=kernel, inducing_points=Z, approximation=approx, alpha=alpha,
                     noise_variance=0.1, chunk_size=B, standardize_y=False)
+    X, y = model.X, model.y
+    assert X is not None and y is not None  # the model holds its data
     params = [p for p in model.parameters() if p.requires_grad]
     if method.startswith("naive-"):
         def step() -> None:
             Zm = cast(sg.features.InducingPoints, model.feature).Z  # inducing_points=Z
             F = naive_collapsed(Zm, model.kernel.value("lengthscale"),
                                 model.kernel.value("variance"), model.value("noise_variance"),
-                                model.X, model.y, approx, alpha)
+                                X, y, approx, alpha)
             torch.autograd.grad(-F, params)
     else:
         def step() -> None:

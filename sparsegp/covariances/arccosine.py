@@ -1,4 +1,4 @@
-"""The fast streamed Kuf of inducing points under the arc-cosine kernel."""
+"""The fast chunked Kuf of inducing points under the arc-cosine kernel."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from torch import Tensor
 
 from ..features.inducing_points import InducingPoints
 from ..kernels.arccosine import _DIAGONAL, _SNAP, ArcCosine
+from .chunked import CrossCovariance
 from .inducing_points import _Points
 from .registry import register
-from .streamed import CrossCovariance
 
 
-@register("streamed", InducingPoints, ArcCosine)
+@register("chunked", InducingPoints, ArcCosine)
 class ArcCosineCrossCovariance(CrossCovariance):
     """Kuf = (σ²/π) J_n(c) R^n, R = ‖z‖ ‖x‖, c = clamp((Σ_d w_d z_d x_d + b)/R, −1, 1), with
     ‖x‖² = q_x = Σ_d w_d x_d² + b: one matrix product (Z w) Xᵀ per chunk, then the kernel's

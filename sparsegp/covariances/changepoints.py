@@ -1,4 +1,4 @@
-"""The streamed Kuf of inducing points under a change-point kernel, by its kernels' own."""
+"""The chunked Kuf of inducing points under a change-point kernel, by its kernels' own."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ from torch import Tensor
 
 from ..features.inducing_points import InducingPoints
 from ..kernels.changepoints import ChangePoints
+from .chunked import CrossCovariance, cross_covariance
 from .inducing_points import _Points
 from .registry import register
-from .streamed import CrossCovariance, cross_covariance
 
 
-@register("streamed", InducingPoints, ChangePoints)
+@register("chunked", InducingPoints, ChangePoints)
 class ChangePointsCrossCovariance(CrossCovariance):
-    """Kuf = Σ_i diag(a_i(Z)) Kuf_i diag(a_i(X)), each region's Kuf_i by its own streamed Kuf
+    """Kuf = Σ_i diag(a_i(Z)) Kuf_i diag(a_i(X)), each region's Kuf_i by its own chunked Kuf
     (`cross_covariance`: the hand-derived one of its kernel where one is registered), and
     K_diag = Σ_i a_i(x)² k_i(x, x), a_i the kernel's sigmoid switches (`ChangePoints`).
 
-    Gradient (G = gK, g = gkdiag): region i's streamed Kuf takes G_i = diag(a_i(Z)) G
+    Gradient (G = gK, g = gkdiag): region i's chunked Kuf takes G_i = diag(a_i(Z)) G
     diag(a_i(X)) and g_i = g a_i(X)²; the switches take ∂a_i(Z) = (G ∘ Kuf_i) a_i(X) (summed
     over chunks) and ∂a_i(x_b) = Σ_m a_i(z_m) (G ∘ Kuf_i)_mb + 2 g_b a_i(x_b) k_i(x_b, x_b),
     passed on to the locations, the steepness (and the inducing inputs' column `dim`) by

@@ -3,7 +3,7 @@
   Kuf[m, n] = Σ_c w_mc k(z_mc, x_n),   Kuu[m, m'] = Σ_{c, c'} w_mc w_m'c' k(z_mc, z_m'c'),
 
 from one kernel evaluation on the M·C delta locations; and, for the squared exponential, the
-streamed chunk-at-a-time Kuf built on the inducing points' hand-derived one: a pass over the
+chunked (chunk-at-a-time) Kuf built on the inducing points' hand-derived one: a pass over the
 data costs one M·C × B kernel evaluation, memory O(B·M·C + M²).
 """
 
@@ -19,9 +19,9 @@ from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential
 from ..runtime.checkpointing import blocked
 from ..runtime.config import CHUNK_MEMORY_BYTES, CHUNK_TEMPORARIES
+from .chunked import CrossCovariance
 from .inducing_points import SquaredExponentialCrossCovariance
 from .registry import register
-from .streamed import CrossCovariance
 
 
 @register("Kuf", SumOfDeltas, Kernel, kernel_subclasses=True)
@@ -47,7 +47,7 @@ def _block(feature: SumOfDeltas, kernel: Kernel, i: int, rows: int) -> Tensor:
 @register("Kuu", SumOfDeltas, Kernel, kernel_subclasses=True)
 def _kuu(feature: SumOfDeltas, kernel: Kernel) -> Tensor:
     """In blocks of rows, each recomputed in the backward pass: memory O(B·M·C + M²) like the
-    streamed data pass, never the (M·C)² kernel matrix at once."""
+    chunked data pass, never the (M·C)² kernel matrix at once."""
     M, C, Z = feature.num_inducing, feature.num_deltas, feature.Z
     rows = max(1, CHUNK_MEMORY_BYTES // (CHUNK_TEMPORARIES * Z.element_size() * C * M * C))
     if rows >= M:
@@ -58,13 +58,13 @@ def _kuu(feature: SumOfDeltas, kernel: Kernel) -> Tensor:
 
 
 class _Points:
-    """The M·C delta locations seen as inducing points by the points' streamed Kuf."""
+    """The M·C delta locations seen as inducing points by the points' chunked Kuf."""
 
     def __init__(self, Z: Tensor) -> None:
         self.Z = Z
 
 
-@register("streamed", SumOfDeltas, SquaredExponential)
+@register("chunked", SumOfDeltas, SquaredExponential)
 class DeltasCrossCovariance(CrossCovariance):
     """Kuf_b = Σ_c w_mc K(z_mc, X_b) from the squared exponential's fast M·C × B evaluation;
     gradient: ∂w_mc = Σ_b gK_mb K(z_mc, x_b), and the points' VJP with gK_mcb = w_mc gK_mb."""

@@ -1,4 +1,4 @@
-"""Inducing points (u = f(Z)) with any kernel, and their fast streamed Kuf for the squared
+"""Inducing points (u = f(Z)) with any kernel, and their fast chunked Kuf for the squared
 exponential."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from torch import Tensor
 from ..features.inducing_points import InducingPoints
 from ..kernels.base import Kernel
 from ..kernels.stationary import SquaredExponential, se_augmented
+from .chunked import CrossCovariance
 from .registry import register
-from .streamed import CrossCovariance
 
 
 @register("Kuu", InducingPoints, Kernel, kernel_subclasses=True)
@@ -26,7 +26,7 @@ def _kuf_points(feature: InducingPoints, kernel: Kernel, X: Tensor) -> Tensor:
 
 
 class _Points(Protocol):
-    """What the streamed Kuf reads of its feature: the points Z [M, D]."""
+    """What the chunked Kuf reads of its feature: the points Z [M, D]."""
 
     @property
     def Z(self) -> Tensor: ...
@@ -43,7 +43,7 @@ def se_cross_gradients(Zs: Tensor, ell: Tensor, var: Tensor, Hx: Tensor, r: Tens
 
 
 class CentredPointsCrossCovariance(CrossCovariance):
-    """What the streamed Kuf of inducing points under a radial kernel of the augmented product
+    """What the chunked Kuf of inducing points under a radial kernel of the augmented product
     share: z̃ = (z − c)/ℓ with c the inducing inputs' mean, the rows [z̃, s − ½‖z̃‖², 1]
     (`se_augmented`, s the log-scale a subclass folds into the product) and x̃ of a chunk."""
 
@@ -65,7 +65,7 @@ class CentredPointsCrossCovariance(CrossCovariance):
         return (self._cast(Xb) - self.c) / self.ell
 
 
-@register("streamed", InducingPoints, SquaredExponential)
+@register("chunked", InducingPoints, SquaredExponential)
 class SquaredExponentialCrossCovariance(CentredPointsCrossCovariance):
     """Kuf = σ² exp(−½‖(z − x)/ℓ‖²) by one augmented matrix product and one exp pass.
 

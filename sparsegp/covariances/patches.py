@@ -12,12 +12,12 @@ base-kernel evaluations, which is the pair's `width`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from ..autograd import blockwise_gradients
+from ..autograd import Context, blockwise_gradients
 from ..features.patches import InducingPatches, MultiChannelPatches
 from ..kernels.convolutional import Convolutional, weighted_sum
 from ..kernels.stationary import SquaredExponential, squared_exponential_exp
@@ -89,6 +89,11 @@ def _se_columns(kernel: Convolutional, Xb: Tensor, Z: Tensor, ell: Tensor, var: 
     return weighted_sum(Kg, w, 2).reshape(B, -1).mT
 
 
+class _PatchesContext(Context, Protocol):
+    kernel: Convolutional
+    rows: int
+
+
 class _SquaredExponentialPatches(torch.autograd.Function):
     """Kuf of inducing patches for a squared-exponential base kernel, in blocks of images,
     with the gradient by hand (as `SquaredExponentialCrossCovariance`'s for inducing points):
@@ -106,13 +111,13 @@ class _SquaredExponentialPatches(torch.autograd.Function):
                           for i in range(0, X.shape[0], rows)], 1)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: _PatchesContext, inputs: tuple[Any, ...], output: Tensor) -> None:
         kernel, X, rows, Z, ell, var, w = inputs
         ctx.kernel, ctx.rows = kernel, rows
         ctx.save_for_backward(X, Z, ell, var, *(() if w is None else (w,)))
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: _PatchesContext, grad: Tensor) -> tuple[Tensor | None, ...]:
         X, Z, ell, var, *rest = ctx.saved_tensors
         w = rest[0] if rest else None
         kernel = ctx.kernel

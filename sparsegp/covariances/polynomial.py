@@ -1,4 +1,4 @@
-"""The fast streamed Kuf of inducing points under the polynomial kernel."""
+"""The fast chunked Kuf of inducing points under the polynomial kernel."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from torch import Tensor
 
 from ..features.inducing_points import InducingPoints
 from ..kernels.polynomial import Polynomial
+from .chunked import CrossCovariance
 from .inducing_points import _Points
 from .registry import register
-from .streamed import CrossCovariance
 
 
-@register("streamed", InducingPoints, Polynomial)
+@register("chunked", InducingPoints, Polynomial)
 class PolynomialCrossCovariance(CrossCovariance):
     """Kuf = σ² T^p with T = Z Xᵀ + c (c = 0 for the homogeneous kernel): one matrix product
     and p elementwise passes per chunk, K_diag = σ² (‖x‖² + c)^p.

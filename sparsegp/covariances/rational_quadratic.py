@@ -1,4 +1,4 @@
-"""The fast streamed Kuf of inducing points under the rational quadratic kernel."""
+"""The fast chunked Kuf of inducing points under the rational quadratic kernel."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .inducing_points import CentredPointsCrossCovariance, _Points, se_cross_gra
 from .registry import register
 
 
-@register("streamed", InducingPoints, RationalQuadratic)
+@register("chunked", InducingPoints, RationalQuadratic)
 class RationalQuadraticCrossCovariance(CentredPointsCrossCovariance):
     """Kuf = σ² (1 + u)^(−α), u = ‖(z − x)/ℓ‖²/(2α), by one augmented matrix product (the
     squared exponential's: [z̃, −½‖z̃‖², 1] · [x̃, 1, −½‖x̃‖²]ᵀ = −½‖z̃ − x̃‖², z̃, x̃ centred

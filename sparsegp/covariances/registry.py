@@ -10,46 +10,59 @@ lists what is registered.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
-from ..kernels.base import Kernel
+from ..features.base import InducingFeature
+from ..features.collection import FeatureList
+from ..kernels.base import Combination, Kernel
 from ..linalg import jittered_cholesky
+from ..moved import former
+
+#: A registered function (Kuu, Kuf, width, cholesky) or chunked-Kuf class of a pair.
+Registered = Callable[..., Any]
+R = TypeVar("R", bound=Registered)
 
 
 @dataclass(frozen=True)
 class _Entry:
-    fn: Any
+    fn: Registered
     feature_subclasses: bool
     kernel_subclasses: bool
 
 
-_TABLES: dict[str, dict[tuple[type, type], _Entry]] = {"Kuu": {}, "Kuf": {}, "streamed": {},
+_TABLES: dict[str, dict[tuple[type, type], _Entry]] = {"Kuu": {}, "Kuf": {}, "chunked": {},
                                                         "width": {}, "cholesky": {}}
 
 
 def register(which: str, feature_type: type, kernel_type: type, *,
-             feature_subclasses: bool = False, kernel_subclasses: bool = False) -> Callable:
-    """Decorator registering the 'Kuu' or 'Kuf' function, the 'streamed' Kuf class, or the
+             feature_subclasses: bool = False, kernel_subclasses: bool = False
+             ) -> Callable[[R], R]:
+    """Decorator registering the 'Kuu' or 'Kuf' function, the 'chunked' Kuf class, or the
     'width' (kernel evaluations per input in Kuf, when not the default) or the Kuu
     'cholesky' (when it has structure to exploit) of a pair. By default
     the registration covers exactly these two classes; say which side's
     subclasses it also covers (e.g. `kernel_subclasses=True` for maths written in terms of
     `kernel.K`, which holds for every kernel)."""
+    if which == "streamed":  # its name before "stream" meant the online updates only
+        warnings.warn('register("streamed", ...) is now register("chunked", ...)',
+                      DeprecationWarning, stacklevel=2)
+        which = "chunked"
     table = _TABLES[which]
 
-    def deco(fn: Any) -> Any:
+    def deco(fn: R) -> R:
         table[(feature_type, kernel_type)] = _Entry(fn, feature_subclasses, kernel_subclasses)
         return fn
 
     return deco
 
 
-def _find(which: str, feature: object, kernel: object) -> Any | None:
+def _find(which: str, feature: object, kernel: object) -> Registered | None:
     ft, kt = type(feature), type(kernel)
     for f in ft.__mro__:
         for k in kt.__mro__:
@@ -68,7 +81,7 @@ def _describe(entry_key: tuple[type, type], entry: _Entry) -> str:
     return f"({fs}, {ks})"
 
 
-def _lookup(which: str, feature: object, kernel: object) -> Any:
+def _lookup(which: str, feature: object, kernel: object) -> Registered:
     fn = _find(which, feature, kernel)
     if fn is not None:
         return fn
@@ -80,7 +93,7 @@ def _lookup(which: str, feature: object, kernel: object) -> Any:
     )
 
 
-def check_pair(feature: Any, kernel: Any) -> None:
+def check_pair(feature: InducingFeature, kernel: Kernel) -> None:
     """Raise a clear TypeError unless Kuu and Kuf are registered for this pair, and for every
     pair they are built from (a sum of kernels: each part), by evaluating both once."""
     _lookup("Kuu", feature, kernel)
@@ -92,7 +105,7 @@ def check_pair(feature: Any, kernel: Any) -> None:
         Kuf(feature, kernel, x)
 
 
-def paired(feature: Any, kernel: Any) -> list[tuple[Any, Kernel]]:
+def paired(feature: FeatureList, kernel: Combination) -> list[tuple[InducingFeature, Kernel]]:
     """(feature_i, kernel_i) of a list of features (`features.Stacked`, `features.Separate`)
     against the kernels of a combination (a sum, `kernels.Separate`): one feature per kernel."""
     features, kernels = list(feature.features), list(kernel.kernels)
@@ -103,13 +116,13 @@ def paired(feature: Any, kernel: Any) -> list[tuple[Any, Kernel]]:
     return list(zip(features, kernels))
 
 
-def input_dim(feature: Any, kernel: Kernel) -> int:
+def input_dim(feature: InducingFeature, kernel: Kernel) -> int:
     """Columns of the inputs X: fixed by the kernel where it requires a dimension (images of a
     convolutional kernel, whose features live in patch space), else the feature's."""
     return kernel.input_dim if kernel.input_dim is not None else feature.input_dim
 
 
-def width(feature: Any, kernel: Kernel) -> int:
+def width(feature: InducingFeature, kernel: Kernel) -> int:
     """Elementary kernel evaluations that one input costs in Kuf (what chunked passes budget
     memory for): registered per pair where it differs from the feature's width times the
     kernel's evaluation cost."""
@@ -117,14 +130,14 @@ def width(feature: Any, kernel: Kernel) -> int:
     return fn(feature, kernel) if fn is not None else feature.width * kernel.evaluation_cost
 
 
-def kernel_device(kernel: Any) -> torch.device | None:
+def kernel_device(kernel: Kernel) -> torch.device | None:
     p = next(iter(kernel.parameters()), None)
     return None if p is None else p.device
 
 
-def lookup_streamed(feature: object, kernel: object) -> type | None:
-    """The registered fast streamed-Kuf class of the pair, or None (use the generic one)."""
-    return _find("streamed", feature, kernel)
+def lookup_chunked(feature: object, kernel: object) -> Registered | None:
+    """The registered fast chunked-Kuf class of the pair, or None (use the generic one)."""
+    return _find("chunked", feature, kernel)
 
 
 def Kuu(feature: object, kernel: Kernel) -> Tensor:
@@ -145,3 +158,8 @@ def Kuu_cholesky(feature: object, kernel: Kernel, jitter: float, name: str = "Ku
 def Kuf(feature: object, kernel: Kernel, X: Tensor) -> Tensor:
     """Cross-covariance cov(u, f(X)). Shapes: X [N, D] -> [M, N]."""
     return _lookup("Kuf", feature, kernel)(feature, kernel, X)
+
+
+def __getattr__(name: str) -> object:
+    """Former names of this module (`sparsegp.moved`)."""
+    return former(__name__, name)

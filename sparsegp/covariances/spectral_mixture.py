@@ -1,4 +1,4 @@
-"""The fast streamed Kuf of inducing points under the spectral mixture kernel."""
+"""The fast chunked Kuf of inducing points under the spectral mixture kernel."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from torch import Tensor
 from ..features.inducing_points import InducingPoints
 from ..kernels.spectral_mixture import SpectralMixture
 from ..kernels.stationary import se_augmented
+from .chunked import CrossCovariance
 from .inducing_points import _Points, se_cross_gradients
 from .registry import register
-from .streamed import CrossCovariance
 
 
 def _per_column(v: Tensor, D: int, name: str) -> Tensor:
@@ -22,7 +22,7 @@ def _per_column(v: Tensor, D: int, name: str) -> Tensor:
     return v.expand(v.shape[0], D)
 
 
-@register("streamed", InducingPoints, SpectralMixture)
+@register("chunked", InducingPoints, SpectralMixture)
 class SpectralMixtureCrossCovariance(CrossCovariance):
     """Kuf = Σ_q w_q E_q ∘ Π_d C_qd with the envelope E_q = exp(−½‖(z − x)/ℓ_q‖²),
     ℓ_q = 1/(2π s_q), and C_qd = cos φ_qd, φ_qd = 2π μ_qd (z_d − x_d), on inputs centred at

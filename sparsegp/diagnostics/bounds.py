@@ -28,7 +28,7 @@ from torch import Tensor
 
 from .. import covariances as cov
 from ..linalg import LOG_2PI, solve_lower, solve_lower_t
-from ..objectives.collapsed import VFE, CollapsedProblem, solve, statistics
+from ..objectives.collapsed.members import VFE, CollapsedProblem, solve, statistics
 from ..runtime.chunking import chunk_slices
 
 #: The most data points the quadratic-form bound is evaluated for (N² kernel evaluations).

@@ -20,7 +20,10 @@ Shapes: `limit_message(result, ...)` of a `FitResult` -> a sentence, or None.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..training.result import FitResult
 
 #: A budget ended "while the objective still rises" when, at the rate of its last quarter,
 #: as many epochs (or steps) again would gain more than this many nats per data point.
@@ -76,7 +79,7 @@ def settled(rise: float, window: int, iterations: int, num_data: int) -> bool:
     return rise / max(window, 1) * max(iterations, window) < material_nats(num_data)
 
 
-def limit_message(result: Any, name: str, num_data: int, budget_option: str,
+def limit_message(result: FitResult, name: str, num_data: int, budget_option: str,
                   budget_unit: str) -> str | None:
     """What `fit()` warns about `result` (a `FitResult`), or None. `name` names the model,
     `num_data` its data points (for the per-point rate of a budget), `budget_option` and

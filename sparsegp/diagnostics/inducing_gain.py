@@ -22,17 +22,19 @@ of the objective (G⁻¹ = σ⁻²I − σ⁻⁴ Vᵀ B⁻¹ V, V = L⁻¹Kuf, B
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from .. import covariances as cov
+from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
 from ..linalg import solve_lower
-from ..objectives.collapsed import factor_and_statistics, family_terms, solve
+from ..objectives.collapsed.members import factor_and_statistics, family_terms, solve
 from ..runtime.chunking import chunk_slices
+from ..validation import ArrayLike
 from .view import RegressionView, view_of
 
 #: Elements of one [data chunk × candidate chunk] temporary (8 MB in float64).
@@ -76,7 +78,7 @@ class InducingGain:
         return int(np.argmax(self.total))
 
 
-def _view(model: Any) -> RegressionView:
+def _view(model: object) -> RegressionView:
     view = view_of(model)
     if view.problem is None:
         raise TypeError("inducing-variable gains need a sparse model (SGPR); got "
@@ -88,7 +90,7 @@ def _view(model: Any) -> RegressionView:
     return view
 
 
-def objective_terms(model: Any, feature: Any = None) -> ObjectiveTerms:
+def objective_terms(model: object, feature: InducingFeature | None = None) -> ObjectiveTerms:
     """The model's objective split into its three terms, in the units of y.
 
     `feature` (an inducing feature, or inducing inputs [M', D], in the model's internal units)
@@ -100,7 +102,7 @@ def objective_terms(model: Any, feature: Any = None) -> ObjectiveTerms:
     return _terms(view, view.problem.feature if feature is None else feature)
 
 
-def _terms(view: RegressionView, feature: Any) -> ObjectiveTerms:
+def _terms(view: RegressionView, feature: InducingFeature) -> ObjectiveTerms:
     if isinstance(feature, Tensor):
         feature = InducingPoints(feature.detach())
     assert view.problem is not None  # `_view` checked: a sparse model
@@ -111,7 +113,7 @@ def _terms(view: RegressionView, feature: Any) -> ObjectiveTerms:
     return ObjectiveTerms(float(fit), float(complexity) + view.offset, float(trace))
 
 
-def inducing_gain(model: Any, candidates: Any) -> InducingGain:
+def inducing_gain(model: object, candidates: ArrayLike) -> InducingGain:
     """ΔF of each objective term from adding one inducing point at each candidate location.
 
     Shapes: candidates [C, D] in the units of X. Nothing is refitted: the hyperparameters and

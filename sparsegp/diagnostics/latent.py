@@ -9,12 +9,13 @@ variables sit, as `diagnose` does for regression (merged pairs, far from every d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from .. import covariances as cov
+from ..features.base import InducingFeature
 from ..kernels.base import Kernel
 from ..validation import positive_float
 from .placement import inducing_placement, placement_warnings
@@ -33,7 +34,7 @@ class LatentView(NamedTuple):
     approximation: str
     objective: float
     objective_name: str
-    feature: Any
+    feature: InducingFeature
     kernel: Kernel
     X: Tensor
     merge_cause: str

@@ -25,7 +25,7 @@ from .. import covariances as cov
 from ..distributed import gathered_rows, pooled_rows
 from ..kernels.separate import Separate
 from ..linalg import LOG_2PI, solve_lower
-from ..objectives.collapsed import VFE, residual, statistics
+from ..objectives.collapsed.members import VFE, residual, statistics
 from ..runtime.config import NOISE_FLOOR
 from .view import RegressionView
 

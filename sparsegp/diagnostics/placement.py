@@ -10,13 +10,14 @@ Shapes: `inducing_placement(feature, kernel, X [N, D], ...)` -> a `Placement` of
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor
 
 from .. import covariances as cov
 from ..distributed import all_reduce_
+from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
 from ..kernels.active import Active
 from ..kernels.base import Kernel
@@ -54,7 +55,7 @@ class Placement(NamedTuple):
     unit: str
 
 
-def inducing_placement(feature: Any, kernel: Kernel, X: Tensor, merge_fraction: float,
+def inducing_placement(feature: InducingFeature, kernel: Kernel, X: Tensor, merge_fraction: float,
                        far_lengthscales: float, over_ranks: bool = False) -> Placement:
     """Merged and far inducing variables (`diagnose`'s last two checks): scaled distances
     for inducing points under a radial kernel (shortest lengthscale), correlations otherwise.

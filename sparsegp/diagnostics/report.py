@@ -30,7 +30,8 @@ from ..distributed import (
 )
 from ..features.inducing_points import InducingPoints
 from ..linalg import JitterWarning
-from ..objectives.collapsed import (
+from ..objectives.collapsed.members import (
+    CollapsedProblem,
     collapsed_objective,
     vfe_bounds,
 )
@@ -202,9 +203,16 @@ class Diagnostics(Checked):
         return "\n".join(lines)
 
 
+#: The thresholds of `diagnose`, by default (the models' `diagnostics()` take the same).
+MERGE_FRACTION, FAR_LENGTHSCALES, NOISE_FRACTION, GAP_PER_POINT = 0.05, 3.0, 0.5, 0.1
+#: The rows up to which `diagnose` computes the exact evidence, by default.
+EXACT_MAX_DATA = 1000
+
+
 def diagnose(
-    model: Any, *, merge_fraction: float = 0.05, far_lengthscales: float = 3.0,
-    noise_fraction: float = 0.5, gap_per_point: float = 0.1, exact_max_data: int = 1000,
+    model: object, *, merge_fraction: float = MERGE_FRACTION,
+    far_lengthscales: float = FAR_LENGTHSCALES, noise_fraction: float = NOISE_FRACTION,
+    gap_per_point: float = GAP_PER_POINT, exact_max_data: int = EXACT_MAX_DATA,
     extra_inducing: int | None = None, overestimate_nats: float | None = None,
     quadratic_max_data: int = QUADRATIC_MAX_DATA,
 ) -> Diagnostics:
@@ -423,7 +431,7 @@ def diagnose(
     return rep
 
 
-def _exact_member(p: Any) -> bool:
+def _exact_member(p: CollapsedProblem) -> bool:
     """Block Power EP with one block of all the data and α = 1: the exact GP, whatever the
     inducing variables (their gap and placement say nothing about it)."""
     b = p.blocks
@@ -468,7 +476,7 @@ def quadratic_rows_after_fit(evaluations: int, num_inducing: int) -> int:
     return min(QUADRATIC_MAX_DATA, int(evaluations) * int(num_inducing))
 
 
-def warn_if_unhealthy(model: Any, stacklevel: int = 3, **kwargs: Any) -> Diagnostics | None:
+def warn_if_unhealthy(model: object, stacklevel: int = 3, **kwargs: Any) -> Diagnostics | None:
     """Run `diagnose` and issue one `ApproximationWarning` listing what tripped (for `fit`).
 
     Never raises an error: a check that cannot be computed becomes a warning that says what

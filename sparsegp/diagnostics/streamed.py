@@ -2,7 +2,7 @@
 `StreamingSVGP`): a new batch of data and the summary of the data before it.
 
 What the streamed objectives approximate is the evidence of the augmented data, the new batch
-and the summary's r pseudo-observations (`objectives.online_bounds`): E = log p(y_new | the
+and the summary's r pseudo-observations (`objectives.online.bounds`): E = log p(y_new | the
 summary) at the current hyperparameters. Defined for it and computed here: the streamed VFE
 lower bound and the upper bound at the model's inducing inputs, a tighter upper bound with the
 old inducing inputs Z_a and random new inputs added (which makes the summary's residual
@@ -23,8 +23,8 @@ from torch import Tensor
 from ..distributed import is_distributed
 from ..features.inducing_points import InducingPoints
 from ..linalg import JitterWarning
-from ..objectives.online import StreamingProblem, streaming_objective
-from ..objectives.online_bounds import exact_streaming_evidence, streaming_bounds, summary_conditional
+from ..objectives.online.bounds import exact_streaming_evidence, streaming_bounds, summary_conditional
+from ..objectives.online.regression import StreamingProblem, streaming_objective
 from .noise import NoiseSupport, noise_support
 from .view import RegressionView
 

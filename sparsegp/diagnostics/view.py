@@ -4,14 +4,13 @@ internals (diagnostics do not import models)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from torch import Tensor
 
 from ..kernels.base import Kernel
-from ..objectives.collapsed import CollapsedProblem
-from ..objectives.online import Summary
-from ..validation import as_inputs, check_columns
+from ..objectives.collapsed.members import CollapsedProblem
+from ..objectives.online.regression import Summary
+from ..validation import ArrayLike, as_inputs, check_columns
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ class RegressionView:
             return self.name
         return f"{self.name} ({self.approximation_name}, M = {self.problem.feature.num_inducing})"
 
-    def internal(self, points: Any) -> Tensor:
+    def internal(self, points: ArrayLike) -> Tensor:
         """Inputs [K, D] in the units of X, as internal-unit tensors (a DataFrame's columns must
         be the model's `feature_names`)."""
         check_columns(points, self.feature_names, "candidates")
@@ -84,7 +83,7 @@ def approximation_label(problem: CollapsedProblem) -> str:
     return fam.name.upper() if fam.name != "pep" else f"PEP (α = {fam.alpha:g})"
 
 
-def view_of(model: Any) -> RegressionView:
+def view_of(model: object) -> RegressionView:
     """The model's `diagnostic_view()` (GPR, SGPR, SVGP), or a clear error."""
     get = getattr(model, "diagnostic_view", None)
     if get is None:

@@ -25,6 +25,7 @@ import torch
 
 from ..kernels import Active, Kernel, SquaredExponential
 from ..models import SGPR
+from ..posteriors import SparsePosterior
 from .shared.command import experiment_parser, run_with_data
 from .shared.data import missing_uci, uci_problem
 from .shared.datafolder import Missing, data_folder, skipped_for_data
@@ -59,6 +60,7 @@ def components(model: SGPR, X: np.ndarray) -> np.ndarray:
     """The posterior mean of each additive part at X [N, D] (units of the standardised y):
     f_d(x) = k_d(x, Z) Kuu⁻¹ E[u] = k_d(x, Z) L⁻ᵀ m (whitened q(u) = N(m, ·)). -> [N, D]."""
     post = model.posterior()
+    assert isinstance(post, SparsePosterior)
     with torch.no_grad():
         Xt = (torch.as_tensor(X, dtype=torch.float64) - model.x_shift) / model.x_scale
         Z = model.feature.Z

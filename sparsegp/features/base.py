@@ -20,7 +20,8 @@ kernel. What models, persistence and diagnostics need from a feature is here:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import torch
 from torch import Tensor
@@ -28,7 +29,7 @@ from torch import Tensor
 from ..parameters import Parameterised
 from ..registry import Registered, Registry
 from ..runtime.config import PARAMETER_DTYPE
-from ..validation import as_tensor, check_finite
+from ..validation import ArrayLike, as_tensor, check_finite
 
 
 class InducingFeature(Registered, Parameterised, ABC):
@@ -100,7 +101,7 @@ class InducingFeature(Registered, Parameterised, ABC):
 
     @classmethod
     @abstractmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0) -> InducingFeature:
+    def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0) -> InducingFeature:
         """A starting feature of `num_inducing` inducing variables for the inputs X [N, D]
         (subclasses add their own keyword options, e.g. `method`)."""
 
@@ -117,7 +118,7 @@ class PointSet(InducingFeature):
 
     Z: Tensor
 
-    def __init__(self, Z: Any) -> None:
+    def __init__(self, Z: ArrayLike) -> None:
         super().__init__()
         self._add_free("Z", checked_array(Z, self.points_name, 2))
 
@@ -137,7 +138,7 @@ class PointSet(InducingFeature):
         return cls(torch.zeros(cfg["args"]["shape"], dtype=PARAMETER_DTYPE))
 
 
-def checked_array(value: Any, name: str, ndim: int) -> Tensor:
+def checked_array(value: ArrayLike, name: str, ndim: int) -> Tensor:
     """A finite float64 tensor with `ndim` dimensions, none of them empty (a clear error if not)."""
     t = check_finite(as_tensor(value, name), name)
     if t.dim() != ndim or 0 in t.shape:
@@ -145,3 +146,10 @@ def checked_array(value: Any, name: str, ndim: int) -> Tensor:
         raise ValueError(f"{name} must be a non-empty {ndim}-D array {labels}; got shape "
                          f"{tuple(t.shape)}")
     return t.detach().to(PARAMETER_DTYPE).clone()
+
+
+#: What a model's `inducing_points=` takes: an int M (chosen from the data), the inducing
+#: inputs [M, D], an inducing feature, one of these per output (`kernels.Separate`), or None
+#: (the model's default).
+InducingLike: TypeAlias = (
+    "int | ArrayLike | InducingFeature | Sequence[int | ArrayLike | InducingFeature] | None")

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from torch import Tensor, nn
 
+from ..validation import ArrayLike
 from .base import InducingFeature
 
 
@@ -52,7 +53,8 @@ class FeatureList(InducingFeature):
         return type(self)([f.transformed(shift, scale) for f in self.features])
 
     @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, **options: Any) -> FeatureList:
+    def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0, **options: object
+                  ) -> FeatureList:
         raise TypeError(f"build {cls.__name__} features from one inducing feature per "
                         f"{cls.part_name}: {cls.__name__}([InducingPoints(...), ...])")
 

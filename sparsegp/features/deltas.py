@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..validation import ArrayLike
 from .base import InducingFeature, checked_array
 from .initialisation import cluster_members, initial_inducing_inputs
 
@@ -36,7 +37,7 @@ class SumOfDeltas(InducingFeature):
     Z: Tensor
     weights: Tensor
 
-    def __init__(self, Z: Any, weights: Any) -> None:
+    def __init__(self, Z: ArrayLike, weights: ArrayLike) -> None:
         super().__init__()
         Z = checked_array(Z, "Z", 3)
         w = checked_array(weights, "weights", 2)
@@ -98,7 +99,7 @@ class SumOfDeltas(InducingFeature):
         return type(self)(torch.cat([self.Z.detach(), Znew]), torch.cat([self.weights.detach(), w]))
 
     @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
+    def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
                   num_deltas: int = 1) -> SumOfDeltas:
         """M centres chosen from X by `method` (seeded k-means++); each feature's first delta at
         its centre, the other C − 1 at points of its cluster; equal weights 1/C."""

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from ..parameters import as_user_value
-from ..validation import seeded_generator
+from ..validation import ArrayLike, seeded_generator
 from .base import InducingFeature, checked_array
 from .initialisation import cluster_spreads, initial_inducing_inputs
 
@@ -56,8 +56,8 @@ class Fourier(InducingFeature):
     phases: Tensor
     centres: Tensor  # a parameter for time–frequency features, a buffer otherwise
 
-    def __init__(self, frequencies: Any, widths: Any, centres: Any = None, phases: Any = None
-                 ) -> None:
+    def __init__(self, frequencies: ArrayLike, widths: ArrayLike, centres: ArrayLike | None = None,
+                 phases: ArrayLike | None = None) -> None:
         super().__init__()
         omega = checked_array(frequencies, "frequencies", 2)
         M, D = omega.shape
@@ -142,7 +142,7 @@ class Fourier(InducingFeature):
                           torch.cat([self.phases.detach(), zeros[:, 0]]))
 
     @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
+    def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
                   time_frequency: bool = True, width: float = 0.5) -> Fourier:
         """Time–frequency features: centres chosen from X by `method` (seeded k-means++),
         widths `width` times the spread of each centre's cluster. Frequency features: windows

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor
 
+from ..validation import ArrayLike
 from .base import PointSet
 from .initialisation import initial_inducing_inputs
 
@@ -45,7 +44,7 @@ class InducingPoints(PointSet):
         return type(self)(torch.cat([self.Z.detach(), Z.to(self.Z)], 0))
 
     @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
+    def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
                   at_most: bool = False) -> InducingPoints:
         """M inputs chosen from X by seeded k-means++ (or `method="random"` rows); with
         `at_most=True`, no more than X has distinct rows."""

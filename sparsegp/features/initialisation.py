@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ..runtime.chunking import auto_chunk_size, chunk_slices
-from ..validation import as_inputs, seeded_generator
+from ..validation import ArrayLike, as_inputs, seeded_generator
 
 INIT_METHODS = ("kmeans++", "random")
 
@@ -82,7 +81,7 @@ def random_subset(X: Tensor, M: int, seed: int = 0, *, rows: str = "data points"
     return Xp[keep].clone()
 
 
-def initial_inducing_inputs(X: Any, M: Any, method: str = "kmeans++", seed: int = 0, *,
+def initial_inducing_inputs(X: ArrayLike, M: int, method: str = "kmeans++", seed: int = 0, *,
                             at_most: bool = False, rows: str = "data points") -> Tensor:
     """M inducing inputs [M, D] chosen from the rows of X [N, D] by `method` (seeded).
 

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..parameters import as_user_value
+from ..validation import ArrayLike
 from .base import InducingFeature, checked_array
 from .initialisation import cluster_spreads, initial_inducing_inputs
 
@@ -41,7 +42,7 @@ class Multiscale(InducingFeature):
 
     Z: Tensor
 
-    def __init__(self, Z: Any, scales: Any) -> None:
+    def __init__(self, Z: ArrayLike, scales: ArrayLike) -> None:
         super().__init__()
         Z = checked_array(Z, "Z", 2)
         s = torch.as_tensor(scales, dtype=Z.dtype)
@@ -91,7 +92,7 @@ class Multiscale(InducingFeature):
         return type(self)(torch.cat([self.Z.detach(), Z.to(self.Z)]), torch.cat([scales, new]))
 
     @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
+    def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
                   width: float = 0.5) -> Multiscale:
         """Centres chosen from X by `method` (seeded k-means++); widths `width` times the
         spread of the points nearest each centre, per dimension."""

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
-from ..validation import seeded_generator
+from ..validation import ArrayLike, seeded_generator
 from .base import PointSet
 from .initialisation import initial_inducing_inputs
+
+if TYPE_CHECKING:
+    from ..kernels.convolutional import Convolutional
 
 #: Patches that k-means++ sees at most when choosing inducing patches from data.
 MAX_PATCHES_FOR_INIT = 100_000
@@ -46,8 +49,8 @@ class InducingPatches(PointSet):
                         "space; scale the images yourself (e.g. pixels to [0, 1])")
 
     @classmethod
-    def from_data(cls, X: Any, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
-                  kernel: Any = None, at_most: bool = False) -> InducingPatches:
+    def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
+                  kernel: Convolutional | None = None, at_most: bool = False) -> InducingPatches:
         """M patches chosen by `method` (seeded k-means++ or random) among the patches of the
         images X [N, H·W·C] that `kernel` (a `kernels.Convolutional`) cuts out, at most
         MAX_PATCHES_FOR_INIT of them (a seeded random subset); with `at_most=True`, no more
@@ -65,7 +68,7 @@ class InducingPatches(PointSet):
         return cls._from_patches(Z, kernel)
 
     @classmethod
-    def _from_patches(cls, Z: Tensor, kernel: Any) -> InducingPatches:
+    def _from_patches(cls, Z: Tensor, kernel: Convolutional) -> InducingPatches:
         return cls(Z)
 
 
@@ -91,7 +94,7 @@ class MultiChannelPatches(InducingPatches):
         ((15, 15), (15, 6))
     """
 
-    def __init__(self, Z: Any, channels: int) -> None:
+    def __init__(self, Z: ArrayLike, channels: int) -> None:
         super().__init__(Z)
         if isinstance(channels, bool) or not isinstance(channels, int) or channels < 2:
             raise ValueError(f"channels must be an integer ≥ 2; got {channels!r}")
@@ -111,7 +114,7 @@ class MultiChannelPatches(InducingPatches):
         return cls(torch.zeros(cfg["args"]["shape"], dtype=torch.float64), cfg["args"]["channels"])
 
     @classmethod
-    def _from_patches(cls, Z: Tensor, kernel: Any) -> MultiChannelPatches:
+    def _from_patches(cls, Z: Tensor, kernel: Convolutional) -> MultiChannelPatches:
         return cls(Z, kernel.channels)
 
     def extra_repr(self) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from torch import Tensor, nn
 
-from .base import Kernel, as_inputs, check_input_pair, kernel_from_config
+from .base import Columns, Kernel, as_inputs, check_input_pair, kernel_from_config
 
 
 class Active(Kernel):
@@ -38,7 +38,7 @@ class Active(Kernel):
         ([2], [0])
     """
 
-    def __init__(self, kernel: Kernel, dims: Any) -> None:
+    def __init__(self, kernel: Kernel, dims: Columns) -> None:
         super().__init__()
         if not isinstance(kernel, Kernel):
             raise TypeError(f"Active takes a kernel; got {type(kernel).__name__}")
@@ -79,13 +79,14 @@ class Active(Kernel):
         return f"Active({self.kernel!r}, dims={self.dims})"
 
 
-def _checked_dims(dims: Any) -> list[int]:
+def _checked_dims(dims: Columns) -> list[int]:
     """Distinct non-negative column indices, in the order given."""
     if isinstance(dims, (numbers.Integral, np.integer)) and not isinstance(dims, bool):
         dims = [dims]
-    ok = isinstance(dims, (list, tuple, range, np.ndarray)) and len(dims) > 0 and all(
-        isinstance(d, (numbers.Integral, np.integer)) and not isinstance(d, bool) for d in dims)
-    out = [int(d) for d in dims] if ok else []
+    given = dims if isinstance(dims, (list, tuple, range, np.ndarray)) else None
+    ok = given is not None and len(given) > 0 and all(
+        isinstance(d, (numbers.Integral, np.integer)) and not isinstance(d, bool) for d in given)
+    out = [int(d) for d in given] if ok and given is not None else []
     if not ok or min(out) < 0:
         raise ValueError(f"dims must be a non-empty list of non-negative column indices; got "
                          f"{dims!r}")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ..autograd import Context
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Kernel, as_inputs, check_input_pair
 
 #: J_n(0)/π: K_diag = σ² ‖x‖^{2n} J_n(0)/π (order 0: 1, order 1: 1, order 2: 3).
@@ -19,6 +21,10 @@ _DIAGONAL = {0: 1.0, 1: 1.0, 2: 3.0}
 
 #: Order 0 takes cosines within this many rounding units of 1 as exactly 1 (the same direction).
 _SNAP = 16.0
+
+
+class _AngularContext(Context, Protocol):
+    order: int
 
 
 class _AngularFunction(torch.autograd.Function):
@@ -37,13 +43,13 @@ class _AngularFunction(torch.autograd.Function):
         return _angular(c, order)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Tensor, int], output: Tensor) -> None:
+    def setup_context(ctx: _AngularContext, inputs: tuple[Tensor, int], output: Tensor) -> None:
         c, order = inputs
         ctx.save_for_backward(c)
         ctx.order = order
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None]:
+    def backward(ctx: _AngularContext, grad: Tensor) -> tuple[Tensor | None, None]:
         (c,) = ctx.saved_tensors
         if ctx.order == 0:
             s = torch.sqrt((1.0 - c * c).clamp_min(0.0))
@@ -95,8 +101,9 @@ class ArcCosine(Kernel):
 
     per_input = ("weight_variances",)
 
-    def __init__(self, order: int = 1, variance: Any = None, weight_variances: Any = None,
-                 bias_variance: Any = None, *, ard: bool = False) -> None:
+    def __init__(self, order: int = 1, variance: ArrayLike | None = None,
+                 weight_variances: ArrayLike | None = None,
+                 bias_variance: ArrayLike | None = None, *, ard: bool = False) -> None:
         if (isinstance(order, bool) or not isinstance(order, numbers.Integral)
                 or int(order) not in _DIAGONAL):
             raise ValueError(f"order must be 0, 1 or 2; got {order!r}")

@@ -10,13 +10,18 @@ from __future__ import annotations
 import math
 from abc import ABC, ABCMeta, abstractmethod
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ..parameters import Parameterised, as_user_value
 from ..registry import Registered, Registry
+from ..validation import ArrayLike
+
+#: Input columns (`active_dims=`, `Active`'s dims): one column index or a list of them.
+Columns: TypeAlias = "int | np.integer | Sequence[int | np.integer] | np.ndarray"
 
 #: `Kernel.K_blocks` forms K of at most this many rows at a time (for several small blocks).
 BLOCK_ROWS = 256
@@ -27,7 +32,7 @@ class _KernelType(ABCMeta):
     columns, and the kernel is built on those columns only (`kernels.Active(kernel,
     active_dims)`, found through the registry so that this module need not import it)."""
 
-    def __call__(cls, *args: Any, active_dims: Any = None, **kwargs: Any) -> Any:
+    def __call__(cls, *args: Any, active_dims: Columns | None = None, **kwargs: Any) -> Any:
         kernel = super().__call__(*args, **kwargs)
         if active_dims is None:
             return kernel
@@ -81,7 +86,8 @@ class Kernel(Registered, Parameterised, ABC, metaclass=_KernelType):
         super().__init__()
         self._unset: set[str] = set()
 
-    def _declare(self, name: str, value: Any, default: Any, floor: float, max_dim: int = 1) -> None:
+    def _declare(self, name: str, value: ArrayLike | None, default: ArrayLike, floor: float,
+                 max_dim: int = 1) -> None:
         """A positive parameter (a scalar for `max_dim` 0, else scalar or per-input);
         `value=None` means unset (default now, data-based later)."""
         if value is None:
@@ -126,7 +132,7 @@ class Kernel(Registered, Parameterised, ABC, metaclass=_KernelType):
         if "variance" in self._unset:
             self._assign("variance", signal_variance)
 
-    def _assign(self, name: str, value: Any, reshape: bool = False) -> None:
+    def _assign(self, name: str, value: ArrayLike, reshape: bool = False) -> None:
         """`set_value` (in place; `reshape=True` where the shape is meant to change), and the
         parameter is no longer unset."""
         self.set_value(name, value, reshape=reshape)

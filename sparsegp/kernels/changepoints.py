@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from ..parameters import UserValue, as_user_array
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Kernel, as_inputs, check_input_pair, kernel_from_config
 
 
@@ -49,7 +50,8 @@ class ChangePoints(Kernel):
     #: The kernels of the regions: an `nn.ModuleList`, typed as the kernels it holds.
     kernels: Sequence[Kernel]
 
-    def __init__(self, kernels: Sequence[Kernel], locations: Any = None, steepness: Any = None,
+    def __init__(self, kernels: Sequence[Kernel], locations: ArrayLike | None = None,
+                 steepness: ArrayLike | None = None,
                  *, dim: int = 0) -> None:
         super().__init__()
         if isinstance(kernels, Kernel) or not isinstance(kernels, (list, tuple)) or len(kernels) < 2:

@@ -21,15 +21,17 @@ nothing of inducing variables.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..autograd import blockwise_gradients
+from ..autograd import Context, blockwise_gradients
 from ..runtime.checkpointing import blocked
 from ..runtime.config import CHUNK_MEMORY_BYTES
+from ..validation import ArrayLike
 from .base import Kernel, kernel_from_config
 from .stationary import (
     RadialKernel,
@@ -40,7 +42,7 @@ from .stationary import (
 )
 
 
-def _pair(value: Any, name: str) -> tuple[int, int]:
+def _pair(value: Sequence[int], name: str) -> tuple[int, int]:
     try:
         a, b = (int(v) for v in value)
     except (TypeError, ValueError):
@@ -69,8 +71,8 @@ class Convolutional(Kernel):
 
     weights: Tensor  # a parameter only when `weighted`
 
-    def __init__(self, base_kernel: Kernel, image_shape: Any, patch_shape: Any,
-                 weighted: bool = False, channels: int = 1, weights: Any = None,
+    def __init__(self, base_kernel: Kernel, image_shape: Sequence[int], patch_shape: Sequence[int],
+                 weighted: bool = False, channels: int = 1, weights: ArrayLike | None = None,
                  multichannel: bool = False) -> None:
         super().__init__()
         if not isinstance(base_kernel, Kernel) or isinstance(base_kernel, Convolutional):
@@ -294,6 +296,11 @@ def _se_diagonal(kernel: Convolutional, Xb: Tensor, ell: Tensor, var: Tensor,
     return weighted_sum(weighted_sum(K.reshape(n, G, S, S), w, 2), w, 2).sum(1)
 
 
+class _DiagonalContext(Context, Protocol):
+    kernel: Convolutional
+    rows: int
+
+
 class _SquaredExponentialDiagonal(torch.autograd.Function):
     """diag K_ff of a convolutional kernel with a squared-exponential base, in blocks of
     images, with the gradient by hand: per block the patch Gram K [n, G, S, S] is recomputed
@@ -311,13 +318,13 @@ class _SquaredExponentialDiagonal(torch.autograd.Function):
                           for i in range(0, X.shape[0], rows)])
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: _DiagonalContext, inputs: tuple[Any, ...], output: Tensor) -> None:
         kernel, X, rows, ell, var, w = inputs
         ctx.kernel, ctx.rows = kernel, rows
         ctx.save_for_backward(X, ell, var, *(() if w is None else (w,)))
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: _DiagonalContext, grad: Tensor) -> tuple[Tensor | None, ...]:
         X, ell, var, *rest = ctx.saved_tensors
         w = rest[0] if rest else None
         kernel = ctx.kernel
@@ -337,7 +344,7 @@ class _SquaredExponentialDiagonal(torch.autograd.Function):
             A = A.reshape(n * G, S, d)
             K = squared_exponential_exp(A, A, ell, var).view(n, G, S, S)
             g = grad[i:i + ctx.rows].to(K.dtype)[:, None, None, None]
-            if w is None:
+            if w is None or gw is None:  # (gw is None exactly when w is)
                 H = K.mul_(g)  # K is scratch from here on
             else:
                 Kw = K @ w.to(K.dtype)[None, :, :, None]  # [n, G, S, 1]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor
 
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Kernel, as_inputs, check_input_pair
 
 
@@ -16,7 +15,7 @@ class _VarianceOnly(Kernel):
     variance_dims = 1  # the variance may be one per input (ARD); 0: a scalar
     per_input: tuple[str, ...] = ("variance",)
 
-    def __init__(self, variance: Any = None) -> None:
+    def __init__(self, variance: ArrayLike | None = None) -> None:
         super().__init__()
         self._declare("variance", variance, 1.0, POSITIVE_FLOOR, max_dim=self.variance_dims)
 

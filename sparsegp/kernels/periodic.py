@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Kernel
 from .stationary import Stationary
 
@@ -36,7 +36,8 @@ class Periodic(Stationary):
     per_input = ("lengthscale", "period")
 
     def __init__(
-        self, lengthscale: Any = None, variance: Any = None, period: Any = None, *, ard: bool = False
+        self, lengthscale: ArrayLike | None = None, variance: ArrayLike | None = None,
+        period: ArrayLike | None = None, *, ard: bool = False
     ) -> None:
         super().__init__(lengthscale, variance, ard=ard)
         self._declare("period", period, 1.0, POSITIVE_FLOOR)

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ..parameters import as_user_value
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import as_inputs, check_input_pair
 from .linear import _VarianceOnly
 
@@ -40,7 +41,8 @@ class Polynomial(_VarianceOnly):
     variance_dims = 0  # one variance
     per_input = ()
 
-    def __init__(self, degree: int = 2, variance: Any = None, offset: Any = 1.0) -> None:
+    def __init__(self, degree: int = 2, variance: ArrayLike | None = None, offset: ArrayLike = 1.0
+                 ) -> None:
         if (isinstance(degree, bool) or not isinstance(degree, numbers.Integral)
                 or degree < 1):
             raise ValueError(f"degree must be an integer ≥ 1; got {degree!r}")
@@ -56,7 +58,7 @@ class Polynomial(_VarianceOnly):
         return as_user_value(self.value("offset")) if self.has_offset else 0.0
 
     @offset.setter
-    def offset(self, v: Any) -> None:
+    def offset(self, v: ArrayLike) -> None:
         if not self.has_offset:
             raise ValueError("this Polynomial kernel was built with offset=0 (homogeneous) and "
                              "has no offset parameter; build one with a positive offset")

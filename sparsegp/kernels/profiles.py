@@ -14,16 +14,27 @@ refused (`sparsegp.autograd`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from ..autograd import first_order_only
+from ..autograd import Context, first_order_only
 
-#: A radial kernel with `profile_formula`, `profile_derivative` and
-#: `profile_second_derivative` (the Matérn 3/2 and 5/2 kernels).
-RadialKernel = Any
+
+class RadialKernel(Protocol):
+    """A radial kernel with `profile_formula`, `profile_derivative` and
+    `profile_second_derivative` (the Matérn 3/2 and 5/2 kernels), each elementwise in r²."""
+
+    def profile_formula(self, r2: Tensor) -> Tensor: ...
+
+    def profile_derivative(self, r2: Tensor) -> Tensor: ...
+
+    def profile_second_derivative(self, r2: Tensor) -> Tensor: ...
+
+
+class _ProfileContext(Context, Protocol):
+    kernel: RadialKernel
 
 
 class Profile(torch.autograd.Function):
@@ -34,12 +45,12 @@ class Profile(torch.autograd.Function):
         return kernel.profile_formula(r2)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: _ProfileContext, inputs: tuple[Any, ...], output: Tensor) -> None:
         ctx.save_for_backward(inputs[0])
         ctx.kernel = inputs[1]
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+    def backward(ctx: _ProfileContext, g: Tensor) -> tuple[Tensor, None]:
         (r2,) = ctx.saved_tensors
         return g * ProfileDerivative.apply(r2, ctx.kernel), None
 
@@ -52,12 +63,12 @@ class ProfileDerivative(torch.autograd.Function):
         return kernel.profile_derivative(r2)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: _ProfileContext, inputs: tuple[Any, ...], output: Tensor) -> None:
         ctx.save_for_backward(inputs[0], output)
         ctx.kernel = inputs[1]
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, None]:
+    def backward(ctx: _ProfileContext, g: Tensor) -> tuple[Tensor | None, None]:
         r2, out = ctx.saved_tensors
         with torch.no_grad():
             grad = g.detach() * ctx.kernel.profile_second_derivative(r2)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor
 
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .stationary import RadialKernel
 
 
@@ -35,7 +34,8 @@ class RationalQuadratic(RadialKernel):
         (0.5, True)
     """
 
-    def __init__(self, lengthscale: Any = None, variance: Any = None, alpha: Any = 1.0, *,
+    def __init__(self, lengthscale: ArrayLike | None = None, variance: ArrayLike | None = None,
+                 alpha: ArrayLike = 1.0, *,
                  ard: bool = False) -> None:
         super().__init__(lengthscale, variance, ard=ard)
         self._declare("alpha", alpha, 1.0, POSITIVE_FLOOR, max_dim=0)

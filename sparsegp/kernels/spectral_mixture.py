@@ -12,6 +12,7 @@ from torch import Tensor
 
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Kernel, as_inputs, check_input_pair
 from .stationary import scaled_squared_distance
 
@@ -56,8 +57,8 @@ class SpectralMixture(Kernel):
         ((2, 2), 2)
     """
 
-    def __init__(self, num_mixtures: int | None = None, weights: Any = None, means: Any = None,
-                 scales: Any = None) -> None:
+    def __init__(self, num_mixtures: int | None = None, weights: ArrayLike | None = None,
+                 means: ArrayLike | None = None, scales: ArrayLike | None = None) -> None:
         super().__init__()
         Q = _mixture_count(num_mixtures, weights, means, scales)
         self.num_mixtures: int = Q
@@ -69,7 +70,7 @@ class SpectralMixture(Kernel):
                       max_dim=2)
 
     @classmethod
-    def from_data(cls, X: Any, y: Any, num_mixtures: int, oversample: int = 10
+    def from_data(cls, X: ArrayLike, y: ArrayLike, num_mixtures: int, oversample: int = 10
                   ) -> SpectralMixture:
         """A kernel of Q = `num_mixtures` components started from the empirical spectrum of
         (X, y): per input column d, the Lomb–Scargle periodogram of y − mean(y) against x_d
@@ -175,7 +176,7 @@ class SpectralMixture(Kernel):
         return cfg
 
 
-def _mixture_count(num_mixtures: Any, *arrays: Any) -> int:
+def _mixture_count(num_mixtures: object, *arrays: ArrayLike | None) -> int:
     """Q from `num_mixtures` or the arrays' first dimension (all must agree)."""
     counts = {int(np.shape(a)[0]) for a in arrays if a is not None and np.ndim(a) >= 1}
     if num_mixtures is not None:
@@ -190,7 +191,7 @@ def _mixture_count(num_mixtures: Any, *arrays: Any) -> int:
     return counts.pop()
 
 
-def _components(value: Any, Q: int, dims: int) -> Any:
+def _components(value: ArrayLike | None, Q: int, dims: int) -> np.ndarray | None:
     """A user value as [Q] (weights) or [Q, D] (means, scales: 1-D arrays as [Q, 1]); None
     stays None (unset). Scalars are refused: every component has its own value."""
     if value is None:

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from . import profiles
 from .base import Kernel, check_input_pair
 
@@ -111,7 +112,8 @@ class Stationary(Kernel):
 
     per_input: tuple[str, ...] = ("lengthscale",)
 
-    def __init__(self, lengthscale: Any = None, variance: Any = None, *, ard: bool = False) -> None:
+    def __init__(self, lengthscale: ArrayLike | None = None, variance: ArrayLike | None = None, *,
+                 ard: bool = False) -> None:
         super().__init__()
         self.ard = bool(ard) or (lengthscale is not None and np.ndim(lengthscale) == 1)
         self._declare("lengthscale", lengthscale, 1.0, POSITIVE_FLOOR)

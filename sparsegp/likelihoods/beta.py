@@ -10,6 +10,7 @@ from torch.nn.functional import logsigmoid
 
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import LOG_SQRT_2PI, Likelihood
 from .counts import CountLikelihood, bracketed_root
 
@@ -72,7 +73,7 @@ class Beta(CountLikelihood, Likelihood):
     # the curvature of log p grows with the learned precision φ
     bounded_curvature = False
 
-    def __init__(self, precision: Any = 1.0, link: str = "logit",
+    def __init__(self, precision: ArrayLike = 1.0, link: str = "logit",
                  quadrature_points: int = DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
         if link not in LINKS:

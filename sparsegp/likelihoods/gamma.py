@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor
 
 from .. import quadrature
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Likelihood
 from .counts import CountLikelihood, bracketed_root
 
@@ -50,7 +49,8 @@ class Gamma(CountLikelihood, Likelihood):
     # ∂² log p/∂f² = −ky e^(−f) grows without bound as f falls below log y
     bounded_curvature = False
 
-    def __init__(self, shape: Any = 1.0, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
+    def __init__(self, shape: ArrayLike = 1.0,
+                 quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
         self._add_positive("shape", shape, POSITIVE_FLOOR, max_dim=0)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
@@ -12,6 +11,7 @@ from torch import Tensor
 from .. import quadrature
 from ..parameters import as_user_value
 from ..runtime.config import NOISE_FLOOR
+from ..validation import ArrayLike
 from .base import LOG_SQRT_2PI, Likelihood
 
 
@@ -44,8 +44,8 @@ class Gaussian(Likelihood):
 
     bounded_curvature = True
 
-    def __init__(self, variance: Any = None, quadrature_points: int = quadrature.DEFAULT_POINTS
-                 ) -> None:
+    def __init__(self, variance: ArrayLike | None = None,
+                 quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
         # `variance=None`: 1.0 here, and a data-based start in a model (`initialise_from_data`)
         self._unset = {"variance"} if variance is None else set()
@@ -62,7 +62,7 @@ class Gaussian(Likelihood):
         return as_user_value(self.value("variance"))
 
     @variance.setter
-    def variance(self, v: Any) -> None:
+    def variance(self, v: ArrayLike) -> None:
         self.set_value("variance", v)
 
     def latent_start(self, y: Tensor) -> Tensor:

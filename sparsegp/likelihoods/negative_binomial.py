@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor
 from torch.nn.functional import softplus
@@ -11,6 +9,7 @@ from torch.nn.functional import softplus
 from .. import quadrature
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Likelihood
 from .counts import CountLikelihood, bracketed_root
 
@@ -55,7 +54,7 @@ class NegativeBinomial(CountLikelihood, Likelihood):
     # ∂² log p/∂f² ≥ −(r + y)/4 grows without bound with the learned r (the Poisson limit)
     bounded_curvature = False
 
-    def __init__(self, dispersion: Any = 1.0,
+    def __init__(self, dispersion: ArrayLike = 1.0,
                  quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
         self._add_positive("dispersion", dispersion, POSITIVE_FLOOR, max_dim=0)

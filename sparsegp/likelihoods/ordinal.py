@@ -15,6 +15,7 @@ from torch.nn.functional import logsigmoid
 from .. import quadrature
 from ..parameters import as_user_array, at_least_above
 from ..runtime.config import DEFAULT_DTYPE, POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import LOG_SQRT_2PI, Likelihood
 
 LINKS = ("probit", "logit")
@@ -95,7 +96,7 @@ class Ordinal(Likelihood):
     link: str
     scale: float
 
-    def __init__(self, num_classes: int, cutpoints: Any = None, link: str = "probit",
+    def __init__(self, num_classes: int, cutpoints: ArrayLike | None = None, link: str = "probit",
                  scale: float = 1.0, quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
         if (not isinstance(num_classes, numbers.Integral) or isinstance(num_classes, bool)
@@ -115,7 +116,7 @@ class Ordinal(Likelihood):
             self._add_positive("gaps", at_least_above(torch.diff(c), POSITIVE_FLOOR),
                                POSITIVE_FLOOR, max_dim=1)
 
-    def _checked_cutpoints(self, cutpoints: Any) -> Tensor:
+    def _checked_cutpoints(self, cutpoints: ArrayLike) -> Tensor:
         K = self.num_classes
         try:
             c = torch.as_tensor(cutpoints, dtype=DEFAULT_DTYPE).detach().clone().reshape(-1)
@@ -143,7 +144,7 @@ class Ordinal(Likelihood):
         return as_user_array(self.cut_values().detach())
 
     @cutpoints.setter
-    def cutpoints(self, value: Any) -> None:
+    def cutpoints(self, value: ArrayLike) -> None:
         c = self._checked_cutpoints(value)
         self.set_value("first_cut", c[0])
         if self.num_classes > 2:

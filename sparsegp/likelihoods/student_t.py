@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -11,6 +11,7 @@ from torch import Tensor
 from .. import quadrature
 from ..parameters import UserValue
 from ..runtime.config import POSITIVE_FLOOR
+from ..validation import ArrayLike
 from .base import Likelihood
 
 #: Floor of the degrees of freedom ν: any ν > 0 is a proper density (ν ≤ 1: no mean,
@@ -70,7 +71,7 @@ class StudentT(Likelihood):
     # concave), so SVGP's minibatch training keeps checking its natural-gradient steps
     bounded_curvature = False
 
-    def __init__(self, df: Any = 3.0, scale: Any = 1.0,
+    def __init__(self, df: ArrayLike = 3.0, scale: ArrayLike = 1.0,
                  quadrature_points: int = quadrature.DEFAULT_POINTS) -> None:
         super().__init__(quadrature_points)
         self._add_positive("df", df, DF_FLOOR, max_dim=0)
@@ -176,7 +177,8 @@ class StudentT(Likelihood):
         return mean, var + self._noise_variance()
 
 
-def _bisect(fn: Any, low: Tensor, high: Tensor, rising: bool, steps: int = 80) -> Tensor:
+def _bisect(fn: Callable[[Tensor], Tensor], low: Tensor, high: Tensor, rising: bool,
+            steps: int = 80) -> Tensor:
     """Elementwise, the end of [low, high] nearest the root of fn (≤ 0 on the side kept):
     the largest s with fn(s) ≤ 0 if fn rises, the smallest if it falls."""
     for _ in range(steps):

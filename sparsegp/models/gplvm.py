@@ -1,13 +1,14 @@
 """The Bayesian GP-LVM (Titsias & Lawrence 2010): a GP from latent inputs to observed outputs.
 
 Y [N, D] are D output columns of one GP over latent X [N, Q] with prior N(0, I) and a
-variational q(X) = Π_n N(μ_n, diag S_n); the collapsed bound of `objectives/gplvm.py` is
+variational q(X) = Π_n N(μ_n, diag S_n); the collapsed bound of `objectives/latent/gplvm.py` is
 maximised over q(X), the kernel, the noise and the inducing inputs (in latent space).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -15,8 +16,9 @@ from torch import Tensor, nn
 
 from ..conditionals import WhitenedGaussian
 from ..covariances import Kuu_cholesky
+from ..features.base import InducingLike
 from ..kernels.base import Kernel
-from ..objectives.gplvm import (
+from ..objectives.latent.gplvm import (
     PsiSums,
     data_bound,
     kl_standard_normal,
@@ -25,24 +27,37 @@ from ..objectives.gplvm import (
     summed,
     uncollapsed_data_term,
 )
-from ..objectives.psi import MAX_NODES, max_points, sample_rule
+from ..objectives.latent.psi import MAX_NODES, max_points, sample_rule
 from ..objectives.svgp import whitened_kl
 from ..parameters import Parameterised, as_user_array, as_user_value
 from ..posteriors import frozen_copy
 from ..runtime.chunking import check_chunk_size
 from ..runtime.config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..training import fit_lbfgsb
-from ..validation import as_tensor, check_finite, model_dtype, one_or_per, positive_int
-from .dtypes import dtype_name
-from .latent import (
+from ..validation import ArrayLike, as_tensor, check_finite, model_dtype, one_or_per, positive_int
+from .core.dtypes import dtype_name
+from .core.latent import (
     LatentInputModel,
+    LatentSpec,
     check_output_scale,
     checked_kernel,
     inducing_inputs,
     outputs,
     pca_latents,
 )
-from .options import check_jitter
+from .core.model import Parts
+from .core.options import check_jitter
+from .core.spec import ModelSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPLVMSpec(LatentSpec):
+    """`BayesianGPLVM`'s spec: the latent dimension, the quadrature points per dimension of
+    the Ψ-statistics (None: closed forms), one noise variance per output or one."""
+
+    latent_dim: int
+    quadrature_points: int | None = None
+    noise_per_output: bool = False
 
 
 class BayesianGPLVM(LatentInputModel):
@@ -51,7 +66,7 @@ class BayesianGPLVM(LatentInputModel):
     `kernel` (default squared exponential with one lengthscale per latent dimension: ARD, so
     that the fitted lengthscales show how many dimensions the data use); its Ψ-statistics
     are closed-form for `SquaredExponential` and `Linear`, by quadrature for any other kernel
-    (`objectives/psi.py`; `quadrature_points` per dimension). q(X) starts from the PCA scores
+    (`objectives/latent/psi.py`; `quadrature_points` per dimension). q(X) starts from the PCA scores
     of Y (or `X_mean`), with variances `X_variance` (default 0.1); Z from k-means++ on those.
     Y is centred by its column means (added back in predictions). Shapes: Y [N, D].
     `fit()` maximises the bound (L-BFGS-B), `transform(Ynew)` finds q(x*) for new rows,
@@ -64,15 +79,16 @@ class BayesianGPLVM(LatentInputModel):
     (60, 2)
     """
 
+    spec: GPLVMSpec
+    spec_type: ClassVar[type[ModelSpec]] = GPLVMSpec
     X_mean: Tensor  # a parameter: the means of q(x_n) [N, Q]
     y_shift: Tensor  # a buffer [D]: y is stored as Y − y_shift
 
-    def __init__(self, Y: Any, latent_dim: int = 2, inducing_points: Any = None,
+    def __init__(self, Y: ArrayLike, latent_dim: int = 2, inducing_points: InducingLike = None,
                  kernel: Kernel | None = None, noise_variance: Any = None, *,
                  X_mean: Any = None, X_variance: Any = None, jitter: float = DEFAULT_JITTER,
                  chunk_size: int | None = None, quadrature_points: int | None = None,
                  seed: int = 0, dtype: torch.dtype | None = None) -> None:
-        super().__init__()
         device = Y.device if isinstance(Y, Tensor) else torch.device("cpu")
         dtype = model_dtype(Y, None, dtype)
         Y = outputs(Y)
@@ -84,14 +100,13 @@ class BayesianGPLVM(LatentInputModel):
                                   "starting latent points (rows of Y)")
         if quadrature_points is not None:
             quadrature_points = _points_per_dimension(quadrature_points, Q)
-        config = {"num_data": N, "output_dim": D, "latent_dim": Q,
-                  "jitter": check_jitter(jitter), "chunk_size": check_chunk_size(chunk_size),
-                  "quadrature_points": quadrature_points, "dtype": dtype_name(dtype)}
-        if noise_variance is not None and (noise_variance.numel() if isinstance(
-                noise_variance, Tensor) else np.size(noise_variance)) > 1:
-            config["noise_per_output"] = True  # one noise variance per column of Y
-        self._build(config, {"kernel": kernel, "feature": feature})
-        self.to(device)
+        per_output = noise_variance is not None and (noise_variance.numel() if isinstance(
+            noise_variance, Tensor) else np.size(noise_variance)) > 1
+        spec = GPLVMSpec(num_data=N, output_dim=D, latent_dim=Q, jitter=check_jitter(jitter),
+                         chunk_size=check_chunk_size(chunk_size),
+                         quadrature_points=quadrature_points, dtype=dtype_name(dtype),
+                         noise_per_output=per_output)  # one noise variance per column of Y
+        self._construct(spec, {"kernel": kernel.to(device), "feature": feature.to(device)})
         Y = Y.to(device)
         with torch.no_grad():
             self.y_shift.copy_(Y.mean(0))
@@ -114,14 +129,15 @@ class BayesianGPLVM(LatentInputModel):
                              f"{tuple(t.shape)}")
         return t
 
-    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        self._build_common(config, parts)
-        N, D, Q = config["num_data"], config["output_dim"], config["latent_dim"]
+    def _declare(self, spec: ModelSpec, parts: Parts) -> None:
+        assert isinstance(spec, GPLVMSpec)
+        self._declare_parts(parts)
+        N, Q, D = spec.num_data, spec.latent_dim, spec.output_dim
         self._add_free("X_mean", torch.zeros(N, Q, dtype=PARAMETER_DTYPE))
         self._add_positive("X_variance", torch.ones(N, Q, dtype=PARAMETER_DTYPE), POSITIVE_FLOOR,
                            max_dim=2)
         self._add_positive("noise_variance", torch.ones(D, dtype=PARAMETER_DTYPE)
-                           if config.get("noise_per_output") else 1.0, NOISE_FLOOR)
+                           if spec.noise_per_output else 1.0, NOISE_FLOOR)
         self.register_buffer("y_shift", torch.zeros(D, dtype=PARAMETER_DTYPE))  # y: Y − y_shift
 
     # -- what users read ------------------------------------------------------------------
@@ -144,28 +160,24 @@ class BayesianGPLVM(LatentInputModel):
         self.set_value("noise_variance", v)
 
     @property
-    def num_data(self) -> int:
-        return self._config["num_data"]
-
-    @property
     def latent_dim(self) -> int:
-        return self._config["latent_dim"]
+        return self.spec.latent_dim
 
     # -- the objective --------------------------------------------------------------------
     def _rule(self) -> tuple[Tensor, Tensor] | None:
-        points = self._config["quadrature_points"]
+        points = self.spec.quadrature_points
         return None if points is None else sample_rule(self.latent_dim, self.y_shift, points)
 
     def _sums(self, Y: Tensor, mu: Tensor, S: Tensor) -> PsiSums:
         return psi_sums(self.kernel, self.feature.Z, Y, mu, S, rule=self._rule(),
-                        chunk_size=self._config["chunk_size"])
+                        chunk_size=self.spec.chunk_size)
 
     def elbo_terms(self) -> tuple[Tensor, Tensor]:
         """(E_q(X)[log p(Y | X)] bound, KL(q(X) ‖ p(X))): the bound is their difference."""
         self._require_data()
         S = self.value("X_variance")
         L, _ = Kuu_cholesky(self.feature, self.kernel, self.jitter)
-        data = data_bound(self._sums(self.y, self.X_mean, S), L, self.value("noise_variance"))
+        data = data_bound(self._sums(self._outputs(), self.X_mean, S), L, self.value("noise_variance"))
         return data, kl_standard_normal(self.X_mean, S)
 
     def elbo(self) -> Tensor:
@@ -178,7 +190,7 @@ class BayesianGPLVM(LatentInputModel):
         return float(N * M * M * Q + M**3)
 
     def _q_statistics(self) -> tuple[PsiSums, Tensor]:
-        sums = self._sums(self.y, self.X_mean, self.value("X_variance"))
+        sums = self._sums(self._outputs(), self.X_mean, self.value("X_variance"))
         return sums, self.value("noise_variance")
 
     def _minibatches(self) -> nn.Module:
@@ -193,19 +205,23 @@ class BayesianGPLVM(LatentInputModel):
     def _output_shift(self) -> Tensor:
         return self.y_shift
 
-    def predict(self, Xlatent: Any, include_noise: bool = False) -> tuple[Any, Any]:
+    def _observation_noise(self) -> Tensor:
+        return self.value("noise_variance")
+
+    def predict(self, Xlatent: ArrayLike, include_noise: bool = False  # type: ignore[override]
+                ) -> tuple[Any, Any]:
         """Mean and variance [N*, D] of f (or y with `include_noise`) at latent points [N*, Q]
         (`predict_f` / `predict_y`)."""
         return (self.predict_y if include_noise else self.predict_f)(Xlatent)
 
     # -- new points -----------------------------------------------------------------------
-    def transform(self, Ynew: Any, maxiter: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    def transform(self, Ynew: ArrayLike, maxiter: int = 200) -> tuple[np.ndarray, np.ndarray]:
         """q(x*) = N(mean, diag var) [N*, Q] for new rows of outputs, the model held fixed:
         maximises the bound on log p(Y, Ynew) over q(x*) only (Titsias & Lawrence 2010, §4.1),
         from the latent mean of the nearest training row."""
         self._require_data()
         Yn = outputs(Ynew, "Ynew", 1).to(self.device)
-        D = self._config["output_dim"]
+        D = self.spec.output_dim
         if Yn.shape[1] != D:
             one_row = np.ndim(Ynew) == 1 and Yn.shape[0] == D
             raise ValueError(f"Ynew must have {D} columns (those of Y); got {Yn.shape[1]}"
@@ -214,15 +230,16 @@ class BayesianGPLVM(LatentInputModel):
         Yn = Yn - self.y_shift
         with torch.no_grad():
             L, _ = Kuu_cholesky(self.feature, self.kernel, self.jitter)
-            fixed = self._sums(self.y, self.X_mean, self.value("X_variance"))
-            nearest = torch.cdist(Yn, self.y).argmin(1)
+            Y = self._outputs()
+            fixed = self._sums(Y, self.X_mean, self.value("X_variance"))
+            nearest = torch.cdist(Yn, Y).argmin(1)
         new = _NewLatents(self, Yn, self.X_mean.detach()[nearest],
                           self.value("X_variance").detach()[nearest], fixed, L.detach())
         fit_lbfgsb(new, maxiter=maxiter, progress=False)
         return self._out(new.X_mean), self._out(new.value("X_variance"))
 
     def __repr__(self) -> str:
-        return (f"BayesianGPLVM(N={self.num_data}, D={self._config['output_dim']}, "
+        return (f"BayesianGPLVM(N={self.num_data}, D={self.spec.output_dim}, "
                 f"Q={self.latent_dim}, M={self.num_inducing})\n{self.summary()}")
 
 
@@ -236,7 +253,7 @@ class _NewLatents(Parameterised):
         super().__init__()
         # frozen copies, not submodules: only (μ*, S*) reach the optimiser and the gradient
         self.kernel, self.Z = frozen_copy(model.kernel), model.feature.Z.detach()
-        self.rule, self.chunk_size = model._rule(), model._config["chunk_size"]
+        self.rule, self.chunk_size = model._rule(), model.spec.chunk_size
         self.noise = model.value("noise_variance").detach()
         self.Yn, self.fixed, self.L = Yn, fixed, L
         self._add_free("X_mean", mu.clone())
@@ -262,10 +279,10 @@ class _MinibatchBound(nn.Module):
         self.display_name = type(model).__name__
         with torch.no_grad():  # start q(u) at the collapsed optimum (one streamed pass)
             L, _ = Kuu_cholesky(model.feature, model.kernel, model.jitter)
-            sums = model._sums(model.y, model.X_mean, model.value("X_variance"))
+            sums = model._sums(model._outputs(), model.X_mean, model.value("X_variance"))
             q = optimal_q(sums, L, model.value("noise_variance"))
             root = torch.linalg.cholesky(q.covariance[0])
-        D = model.y.shape[1]
+        D = model._outputs().shape[1]
         self.q_mu = nn.Parameter(q.mean.clone())
         self.q_sqrt = nn.Parameter(root.expand(D, *root.shape).clone())
         self.num_data = model.num_data

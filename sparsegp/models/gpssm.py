@@ -1,13 +1,14 @@
 """The Gaussian process state-space model (Frigola et al. 2014; van der Wilk 2018, §6.3).
 
 One observed sequence Y [T, P]; latent states x_t ∈ R^Q with a GP transition and a linear-
-Gaussian emission; the bound of `objectives/gpssm.py` with a Gauss–Markov q(x) (one chain per
+Gaussian emission; the bound of `objectives/latent/gpssm.py` with a Gauss–Markov q(x) (one chain per
 state dimension; or mean-field over time) independent of q(u).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -15,15 +16,25 @@ from torch import Tensor, nn
 
 from ..conditionals import WhitenedGaussian
 from ..covariances import Kuf, Kuu_cholesky
+from ..features.base import InducingLike
 from ..kernels.base import Kernel
-from ..objectives.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
-from ..objectives.gpssm import chain_entropy, coupling, emission_term, entropy, initial_term, transition_sums
+from ..objectives.latent.gplvm import PsiSums, data_bound, optimal_q, uncollapsed_data_term
+from ..objectives.latent.gpssm import (
+    chain_entropy,
+    coupling,
+    emission_term,
+    entropy,
+    initial_term,
+    transition_sums,
+)
+from ..objectives.latent.particle_gibbs import Emission, PosteriorSamples, particle_gibbs
 from ..objectives.svgp import whitened_kl
 from ..parameters import as_user_array
 from ..runtime.chunking import check_chunk_size
 from ..runtime.config import DEFAULT_JITTER, NOISE_FLOOR, PARAMETER_DTYPE, POSITIVE_FLOOR
 from ..training.progress import progress_bar
 from ..validation import (
+    ArrayLike,
     as_tensor,
     check_bool,
     check_finite,
@@ -32,17 +43,31 @@ from ..validation import (
     positive_int,
     seeded_generator,
 )
-from .dtypes import dtype_name
-from .gpssm_gibbs import Emission, PosteriorSamples, particle_gibbs
-from .latent import (
+from .core.dtypes import dtype_name
+from .core.latent import (
     LatentInputModel,
+    LatentSpec,
     check_output_scale,
     checked_kernel,
     inducing_inputs,
     outputs,
     pca_latents,
 )
-from .options import check_jitter
+from .core.model import Parts
+from .core.options import check_jitter
+from .core.spec import ModelSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPSSMSpec(LatentSpec):
+    """`GPSSM`'s spec: the time steps (saved as "num_steps"), the state dimension, whether the
+    emission is learned, and whether q(x) is a Gauss–Markov chain (else mean-field)."""
+
+    renamed: ClassVar[dict[str, str]] = {"num_data": "num_steps"}
+
+    state_dim: int
+    learn_emission: bool = True
+    markov: bool = False
 
 
 class GPSSM(LatentInputModel):
@@ -71,17 +96,18 @@ class GPSSM(LatentInputModel):
     >>> _ = m.fit(maxiter=50); mean, var = m.transition(np.linspace(-1, 1, 5)[:, None])
     """
 
+    spec: GPSSMSpec
+    spec_type: ClassVar[type[ModelSpec]] = GPSSMSpec
     X_mean: Tensor  # parameters: the means of q(x_t) [T, Q] and the emission C [P, Q], d [P]
     X_coupling: Tensor  # atanh of the lag-one correlations of q(x) [T − 1, Q] (markov=True)
     C: Tensor
     d: Tensor
 
-    def __init__(self, Y: Any, state_dim: int = 1, inducing_points: Any = None,
+    def __init__(self, Y: ArrayLike, state_dim: int = 1, inducing_points: InducingLike = None,
                  kernel: Kernel | None = None, *, emission: Any = None,
                  process_noise: Any = None, emission_noise: Any = None, markov: bool = True,
                  jitter: float = DEFAULT_JITTER, chunk_size: int | None = None,
                  seed: int = 0, dtype: torch.dtype | None = None) -> None:
-        super().__init__()
         dtype = model_dtype(Y, None, dtype)
         Y = outputs(Y, "Y", 3)
         T, P = Y.shape
@@ -102,14 +128,12 @@ class GPSSM(LatentInputModel):
             mu = torch.linalg.lstsq(C, Y.mT).solution.mT  # least-squares states
         feature = inducing_inputs(inducing_points, mu[:-1], Q, min(T - 1, 20), seed,
                                   "starting latent states (transitions)")
-        config = {"num_steps": T, "output_dim": P, "state_dim": Q,
-                  "learn_emission": emission is None, "markov": check_bool(markov, "markov"),
-                  "jitter": check_jitter(jitter),
-                  "chunk_size": check_chunk_size(chunk_size),
-                  "dtype": dtype_name(dtype)}
-        self._build(config, {"kernel": kernel, "feature": feature})
+        spec = GPSSMSpec(num_data=T, output_dim=P, state_dim=Q,
+                         learn_emission=emission is None, markov=check_bool(markov, "markov"),
+                         jitter=check_jitter(jitter), chunk_size=check_chunk_size(chunk_size),
+                         dtype=dtype_name(dtype))
         check_output_scale(float(Y.var(0).mean()) or 1.0, emission_noise is None, "GPSSM")
-        self.to(Y.device)
+        self._construct(spec, {"kernel": kernel.to(Y.device), "feature": feature.to(Y.device)})
         self.y = Y
         with torch.no_grad():
             self.C.copy_(C)
@@ -125,19 +149,20 @@ class GPSSM(LatentInputModel):
                        if emission_noise is None
                        else one_or_per(emission_noise, Y.shape[1], "emission_noise", "output"))
 
-    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        self._build_common(config, parts)
-        T, P, Q = config["num_steps"], config["output_dim"], config["state_dim"]
+    def _declare(self, spec: ModelSpec, parts: Parts) -> None:
+        assert isinstance(spec, GPSSMSpec)
+        self._declare_parts(parts)
+        T, P, Q = spec.num_data, spec.output_dim, spec.state_dim
         self._add_free("X_mean", torch.zeros(T, Q, dtype=PARAMETER_DTYPE))
         self._add_positive("X_variance", torch.ones(T, Q, dtype=PARAMETER_DTYPE),
                            POSITIVE_FLOOR, max_dim=2)
-        if config.get("markov", False):  # models saved before the Markov q(x) are mean-field
+        if spec.markov:  # models saved before the Markov q(x) are mean-field
             self._add_free("X_coupling", torch.zeros(T - 1, Q, dtype=PARAMETER_DTYPE))
         self._add_positive("process_noise", torch.ones(Q, dtype=PARAMETER_DTYPE), NOISE_FLOOR)
         self._add_positive("emission_noise", torch.ones(P, dtype=PARAMETER_DTYPE), NOISE_FLOOR)
         self._add_free("C", torch.zeros(P, Q, dtype=PARAMETER_DTYPE))
         self._add_free("d", torch.zeros(P, dtype=PARAMETER_DTYPE))
-        if not config["learn_emission"]:
+        if not spec.learn_emission:
             self.freeze("C", "d")
 
     # -- what users read ------------------------------------------------------------------
@@ -160,7 +185,7 @@ class GPSSM(LatentInputModel):
     @property
     def markov(self) -> bool:
         """Whether q(x) is a Gauss–Markov chain in time (else mean-field)."""
-        return bool(self._config.get("markov", False))
+        return self.spec.markov
 
     @property
     def process_noise(self) -> np.ndarray:
@@ -183,7 +208,7 @@ class GPSSM(LatentInputModel):
     def _transitions(self, steps: Tensor | None = None) -> PsiSums:
         return transition_sums(self.kernel, self.feature.Z, self.X_mean,
                                self.value("X_variance"), steps, rho=self._coupling()[0],
-                               chunk_size=self._config["chunk_size"])
+                               chunk_size=self.spec.chunk_size)
 
     def _step_terms(self, steps: Tensor) -> Tensor:
         """Emission of the states t + 1 and the entropy of q(x_{t+1} | x_t) for the transitions
@@ -191,7 +216,7 @@ class GPSSM(LatentInputModel):
         rows = steps + 1
         S = self.value("X_variance")[rows]
         log1m = self._coupling()[1]
-        return (emission_term(self.y[rows], self.X_mean[rows], S, self.C, self.d,
+        return (emission_term(self._outputs()[rows], self.X_mean[rows], S, self.C, self.d,
                               self.value("emission_noise"))
                 + chain_entropy(S, None if log1m is None else log1m[steps]))
 
@@ -199,30 +224,36 @@ class GPSSM(LatentInputModel):
         """E log p(x_0) + the emission of y_0 + the entropy of q(x_0)."""
         mu, S = self.X_mean[:1], self.value("X_variance")[:1]
         return (initial_term(mu[0], S[0]) + entropy(S)
-                + emission_term(self.y[:1], mu, S, self.C, self.d, self.value("emission_noise")))
+                + emission_term(self._outputs()[:1], mu, S, self.C, self.d, self.value("emission_noise")))
 
     def elbo(self) -> Tensor:
         """The bound with q(u) at its optimum (collapsed), differentiable."""
         self._require_data()
         L, _ = Kuu_cholesky(self.feature, self.kernel, self.jitter)
-        steps = torch.arange(self._config["num_steps"] - 1, device=self.device)
+        steps = torch.arange(self.spec.num_data - 1, device=self.device)
         return (self._first() + self._step_terms(steps)
                 + data_bound(self._transitions(), L, self.value("process_noise")))
 
     def evaluation_work(self) -> float:
-        T, M, Q = self._config["num_steps"], self.num_inducing, self._config["state_dim"]
+        T, M, Q = self.spec.num_data, self.num_inducing, self.spec.state_dim
         return float(T * M * M * Q + M**3)
 
     def _q_statistics(self) -> tuple[PsiSums, Tensor]:
         return self._transitions(), self.value("process_noise")
 
+    def _output_columns(self) -> int:
+        return self.spec.state_dim  # the transition predicts the next state
+
+    def _observation_noise(self) -> Tensor:
+        return self.value("process_noise")  # x_{t+1} = f(x_t) + ε
+
     def _minibatches(self) -> nn.Module:
         return _MinibatchTransitions(self)
 
     # -- transition and forecasts ---------------------------------------------------------
-    def _states_input(self, X: Any) -> Tensor:
+    def _states_input(self, X: ArrayLike) -> Tensor:
         """States X [N*, Q] as a checked tensor on the model's device."""
-        Q = self._config["state_dim"]
+        Q = self.spec.state_dim
         X = check_finite(as_tensor(X, "X"), "X").to(PARAMETER_DTYPE)
         if X.dim() != 2 or X.shape[1] != Q:
             raise ValueError(f"X must have shape [N*, {Q}] (state_dim columns); got "
@@ -233,9 +264,9 @@ class GPSSM(LatentInputModel):
 
     @property
     def input_dim(self) -> int:
-        return int(self._config["state_dim"])
+        return int(self.spec.state_dim)
 
-    def transition(self, X: Any) -> tuple[Any, Any]:
+    def transition(self, X: ArrayLike) -> tuple[Any, Any]:
         """Mean and variance [N*, Q] of f(x) under q(f) at states X [N*, Q] (`predict_f`:
         `predict_y` adds the process noise, the predictive of x_{t+1} given x_t = X)."""
         return self.predict_f(X)
@@ -244,7 +275,7 @@ class GPSSM(LatentInputModel):
                          particles: int = 20, seed: int = 0, progress: bool | None = None
                          ) -> PosteriorSamples:
         """Draws from the exact posterior of the states and of u under the approximating
-        process (particle Gibbs with ancestor sampling, `models/gpssm_gibbs.py`), with the
+        process (particle Gibbs with ancestor sampling, `objectives/latent/particle_gibbs.py`), with the
         kernel, inducing inputs, noises and emission held at the model's values (fit first).
         No variational factorisation: compare `samples.transition(X)` and
         `samples.state_mean` with `transition(X)` and `state_mean`. Starts from q(x)'s means;
@@ -262,7 +293,7 @@ class GPSSM(LatentInputModel):
                                 self.value("emission_noise").detach())
             Z, q = self.feature.Z.detach(), self.value("process_noise").detach()
             with progress_bar(progress, burn_in + num_samples, "particle Gibbs") as bar:
-                samples = particle_gibbs(self.y, emission, self.kernel, Z, L, q,
+                samples = particle_gibbs(self._outputs(), emission, self.kernel, Z, L, q,
                                          self.X_mean.detach(), num_samples, burn_in,
                                          particles, seed, lambda: bar.update(1))
         return PosteriorSamples(samples, self.kernel, Z, L, self._out, self._states_input)
@@ -285,7 +316,7 @@ class GPSSM(LatentInputModel):
             return torch.randn(*shape, generator=g, dtype=PARAMETER_DTYPE).to(self.device)
 
         with torch.no_grad():
-            Q = self._config["state_dim"]
+            Q = self.spec.state_dim
             L_B = post.q.root if post.q.root.dim() == 3 else post.q.root.expand(Q, -1, -1)
             # v_j = m_j + L_B,j⁻ᵀ ε has covariance B_j⁻¹ (q is stored by its precision root)
             eps = normal(Q, L_B.shape[-1], num_samples)
@@ -317,10 +348,10 @@ class _MinibatchTransitions(nn.Module):
             L, _ = Kuu_cholesky(model.feature, model.kernel, model.jitter)
             q = optimal_q(model._transitions(), L, model.value("process_noise"))
             root = torch.linalg.cholesky(q.covariance)
-        Q = model._config["state_dim"]
+        Q = model.spec.state_dim
         self.q_mu = nn.Parameter(q.mean.clone())
         self.q_sqrt = nn.Parameter(root.expand(Q, *root.shape[-2:]).clone())
-        self.num_data = model._config["num_steps"] - 1
+        self.num_data = model.spec.num_data - 1
         self.X = torch.arange(self.num_data, device=model.device)
         self.y = self.X  # unused: the batches are indices
 

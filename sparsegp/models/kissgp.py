@@ -6,15 +6,17 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from ..diagnostics.report import ApproximationWarning, Checked
+from ..diagnostics.estimates import KISSDiagnostics
+from ..diagnostics.report import ApproximationWarning
 from ..kernels.base import Kernel
 from ..kernels.stationary import Matern12, RadialKernel, SquaredExponential
+from ..means import MeanLike
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.interpolated import Probes, Solution, evidence, solve_targets
 from ..posteriors import InterpolatedPosterior
@@ -24,11 +26,15 @@ from ..structured.grid import Grid, interpolate, kuu_matmul
 from ..structured.interpolation import grid_bounds
 from ..structured.lanczos import inverse_root, lanczos
 from ..training import FitResult
+from ..training.guard import guarded
 from ..training.stochastic import fit_adam
-from ..validation import check_seed
-from .fitting import FitOptions, TrainingPlan, default
-from .options import RegressionOptions
-from .regression import GPModel
+from ..validation import ArrayLike, check_seed
+from .core.data import Inputs, Placement
+from .core.fitting import FitOptions, TrainingPlan, default
+from .core.model import Parts, Targets, refuse_options
+from .core.options import RegressionOptions
+from .core.regression import Regression, RegressionSpec
+from .core.spec import ModelSpec, NoiseSpec
 
 #: KISS-GP stores G^D grid values: beyond three input dimensions the grid does not fit.
 MAX_INPUT_DIM = 3
@@ -73,7 +79,23 @@ class KISSGPOptions(RegressionOptions):
         self._set("seed", check_seed(self.seed))
 
 
-class KISSGP(GPModel[KISSGPOptions]):
+@dataclass(frozen=True, kw_only=True)
+class KISSGPSpec(RegressionSpec):
+    """`KISSGP`'s spec: the grid (points per input dimension, where it starts, its spacing)
+    and the iterative methods' probes, preconditioner, tolerance, ranks and seed."""
+
+    grid_size: tuple[int, ...] = ()
+    grid_start: tuple[float, ...] = ()
+    grid_spacing: tuple[float, ...] = ()
+    num_probes: int = 10
+    preconditioner_rank: int = 50
+    cg_tolerance: float = 1e-6
+    max_cg_iterations: int = 1000
+    lanczos_rank: int = 200
+    seed: int = 0
+
+
+class KISSGP(Regression[KISSGPOptions]):
     """GP regression with the structured-interpolation kernel W K_UU Wᵀ on a regular grid of
     `grid_size` points per input dimension (or one size per dimension), D ≤ 3.
 
@@ -106,46 +128,49 @@ class KISSGP(GPModel[KISSGPOptions]):
         ((5,), (5,))
     """
 
-    kernel: RadialKernel  # checked by _configure
+    spec: KISSGPSpec
+    spec_type: ClassVar[type[ModelSpec]] = KISSGPSpec
+    kernel: RadialKernel  # checked by the options
     grid_start: Tensor  # buffers [D]
     grid_spacing: Tensor
 
-    def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, grid_size: Any = 100,
-                 noise_variance: Any = None, *, num_probes: int = 10,
-                 preconditioner_rank: int = 50, cg_tolerance: float = 1e-6,
-                 max_cg_iterations: int = 1000, lanczos_rank: int = 200, seed: int = 0,
-                 mean: Any = None, standardize_X: bool = False, standardize_y: bool = True,
+    def __init__(self, X: ArrayLike, y: ArrayLike, kernel: Kernel | None = None,
+                 grid_size: Any = 100, noise_variance: ArrayLike | None = None, *,
+                 num_probes: int = 10, preconditioner_rank: int = 50,
+                 cg_tolerance: float = 1e-6, max_cg_iterations: int = 1000,
+                 lanczos_rank: int = 200, seed: int = 0, mean: MeanLike = None,
+                 standardize_X: bool = False, standardize_y: bool = True,
                  dtype: torch.dtype | None = None) -> None:
-        super().__init__(X, y, KISSGPOptions(
+        self._build_from_data(X, y, KISSGPOptions(
             kernel=kernel, grid_size=grid_size, noise_variance=noise_variance,
             num_probes=num_probes, preconditioner_rank=preconditioner_rank,
             cg_tolerance=cg_tolerance, max_cg_iterations=max_cg_iterations,
             lanczos_rank=lanczos_rank, seed=seed, mean=mean, jitter=0.0, noise_groups=None,
             standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype))
 
-    def _configure(self, X: Tensor, options: KISSGPOptions, x_shift: Tensor, x_scale: Tensor
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
-        D = X.shape[1]
+    def _configure(self, inputs: Inputs, options: KISSGPOptions, placement: Placement
+                   ) -> tuple[dict[str, object], Parts]:
+        o = options
+        D = inputs.X.shape[1]
         if D > MAX_INPUT_DIM:
             raise ValueError(f"KISS-GP needs a grid of G^D points: with D = {D} input dimensions "
                              f"that is too large (at most {MAX_INPUT_DIM}); use SGPR (inducing "
                              "points) or SVGP, or reduce the inputs' dimension first")
-        grid_size = options.grid_size
+        grid_size = o.grid_size
         sizes = ([grid_size] * D if isinstance(grid_size, numbers.Integral) else
                  list(grid_size) if isinstance(grid_size, (list, tuple)) else [])
         if len(sizes) != D or any(isinstance(g, bool) or not isinstance(g, numbers.Integral)
                                   or g < 8 for g in sizes):
             raise ValueError(f"grid_size must be an integer ≥ 8 or {D} of them (one per input "
                              f"dimension); got {grid_size!r}")
-        config, parts = super()._configure(X, options, x_shift, x_scale)
-        start, spacing = grid_bounds(X, [int(g) for g in sizes])
-        config.update(grid_size=[int(g) for g in sizes], num_probes=options.num_probes,
-                      preconditioner_rank=options.preconditioner_rank,
-                      cg_tolerance=options.cg_tolerance,
-                      max_cg_iterations=options.max_cg_iterations,
-                      lanczos_rank=options.lanczos_rank, seed=options.seed,
-                      grid_start=start.tolist(), grid_spacing=spacing.tolist())
-        return config, parts
+        fields, parts = super()._configure(inputs, options, placement)
+        start, spacing = grid_bounds(inputs.X, [int(g) for g in sizes])
+        fields.update(grid_size=tuple(int(g) for g in sizes), num_probes=o.num_probes,
+                      preconditioner_rank=o.preconditioner_rank, cg_tolerance=o.cg_tolerance,
+                      max_cg_iterations=o.max_cg_iterations, lanczos_rank=o.lanczos_rank,
+                      seed=o.seed, grid_start=tuple(start.tolist()),
+                      grid_spacing=tuple(spacing.tolist()))
+        return fields, parts
 
     def _initialise(self, options: KISSGPOptions) -> None:
         super()._initialise(options)
@@ -172,24 +197,28 @@ class KISSGP(GPModel[KISSGPOptions]):
             warnings.warn(f"KISSGP: {'; '.join(problems)}", ApproximationWarning,
                           stacklevel=stacklevel)
 
-    def _prepare_targets(self, y: Any, n: int, device: torch.device, parts: dict[str, Any],
-                         options: KISSGPOptions
-                         ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-        targets, buffers, config = super()._prepare_targets(y, n, device, parts, options)
-        if config["noise"]:  # per point or per group: the structured solves take one σ²
+    def _prepare_targets(self, y: ArrayLike, inputs: Inputs, parts: Parts,
+                         options: KISSGPOptions, placement: Placement) -> Targets:
+        targets = super()._prepare_targets(y, inputs, parts, options, placement)
+        noise = targets.fields["noise"]
+        if isinstance(noise, NoiseSpec) and noise.count:  # the solves take one σ²
             raise ValueError("KISSGP takes one noise_variance (a number): a noise variance per "
                              "point or noise_groups are for SGPR and GPR")
-        return targets, buffers, config
+        return targets
 
-    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        super()._build(config, parts)
-        self.sizes = list(config["grid_size"])
-        self.register_buffer("grid_start", torch.tensor(config["grid_start"],
-                                                        dtype=PARAMETER_DTYPE))
-        self.register_buffer("grid_spacing", torch.tensor(config["grid_spacing"],
+    def _declare(self, spec: ModelSpec, parts: Parts) -> None:
+        super()._declare(spec, parts)
+        assert isinstance(spec, KISSGPSpec)
+        self.register_buffer("grid_start", torch.tensor(spec.grid_start, dtype=PARAMETER_DTYPE))
+        self.register_buffer("grid_spacing", torch.tensor(spec.grid_spacing,
                                                           dtype=PARAMETER_DTYPE))
         self._grid: tuple[Tensor, Grid] | None = None
         self.last_solution: Solution | None = None
+
+    @property
+    def sizes(self) -> list[int]:
+        """The grid's points per input dimension."""
+        return list(self.spec.grid_size)
 
     def __getstate__(self) -> dict[str, Any]:
         """Copies and pickles leave out the grid cache: its sparse CSR matrices cannot be
@@ -202,28 +231,28 @@ class KISSGP(GPModel[KISSGPOptions]):
     # -- the iterative evidence -----------------------------------------------------------
     def grid(self) -> Grid:
         """The training inputs interpolated onto the grid (built once per data set)."""
-        self._require_data()
-        if self._grid is None or self._grid[0] is not self.X:
-            self._grid = (self.X, interpolate(self.X, self.grid_start, self.grid_spacing,
-                                              self.sizes))
+        X, _ = self._data()
+        if self._grid is None or self._grid[0] is not X:
+            self._grid = (X, interpolate(X, self.grid_start, self.grid_spacing, self.sizes))
         return self._grid[1]
 
     def _probes(self, step: int | None = None) -> Probes:
         """The fixed probes of `seed` (step None), or fresh ones for a training step."""
-        c = self._config
-        g = torch.Generator().manual_seed(c["seed"] if step is None
-                                          else c["seed"] + 1_000_003 * (step + 1))
-        eps1 = torch.randn(c["preconditioner_rank"], c["num_probes"], generator=g,
+        c = self.spec
+        assert self.X is not None
+        g = torch.Generator().manual_seed(c.seed if step is None
+                                          else c.seed + 1_000_003 * (step + 1))
+        eps1 = torch.randn(c.preconditioner_rank, c.num_probes, generator=g,
                            dtype=PARAMETER_DTYPE)
-        eps2 = torch.randn(self.X.shape[0], c["num_probes"], generator=g, dtype=PARAMETER_DTYPE)
+        eps2 = torch.randn(self.X.shape[0], c.num_probes, generator=g, dtype=PARAMETER_DTYPE)
         return Probes(eps1.to(self.device), eps2.to(self.device))
 
     def _solve(self, step: int | None = None) -> tuple[Tensor, Solution]:
-        c = self._config
+        c = self.spec
+        assert self.X is not None and self.y is not None
         value, sol = evidence(self.kernel, self.grid(), self.y - self.mean(self.X),
                               self.value("noise_variance"), self._probes(step),
-                              c["preconditioner_rank"], c["cg_tolerance"],
-                              c["max_cg_iterations"])
+                              c.preconditioner_rank, c.cg_tolerance, c.max_cg_iterations)
         self.last_solution = sol
         return value, sol
 
@@ -240,25 +269,26 @@ class KISSGP(GPModel[KISSGPOptions]):
         for g in self.sizes:
             G *= g
         iterations = 50.0
-        return iterations * (self._config["num_probes"] + 1) * (self.num_data * 4**len(self.sizes)
-                                                                 + 10 * G)
+        return iterations * (self.spec.num_probes + 1) * (self.num_data * 4**len(self.sizes)
+                                                          + 10 * G)
 
-    tracks_parameters = False  # the Lanczos run updates in place: gradients reach inputs only
+    #: the Lanczos run updates in place: gradients reach inputs only
+    tracks_parameters: ClassVar[bool] = False
 
     def _build_posterior(self) -> InterpolatedPosterior:
         g = self.grid()
-        c = self._config
+        c = self.spec
+        assert self.X is not None and self.y is not None
         noise = self.value("noise_variance")
         alpha = solve_targets(self.kernel, g, self.y - self.mean(self.X), noise,
-                              c["preconditioner_rank"], c["cg_tolerance"],
-                              c["max_cg_iterations"])
+                              c.preconditioner_rank, c.cg_tolerance, c.max_cg_iterations)
         kuu = kuu_matmul(self.kernel, self.grid_spacing, self.sizes)
         a = kuu(g.Wt @ alpha[:, None])[:, 0]
         A = lambda V: g.W @ kuu(g.Wt @ V) + noise * V  # noqa: E731
         start = torch.randn(self.X.shape[0], generator=torch.Generator().manual_seed(
-            self._config["seed"] + 1), dtype=PARAMETER_DTYPE).to(self.device)
+            c.seed + 1), dtype=PARAMETER_DTYPE).to(self.device)
         # stops early where the Krylov space is exhausted; T's eigenvalues checked in [σ², √3‖A‖]
-        run = lanczos(A, start, self._config["lanczos_rank"])
+        run = lanczos(A, start, c.lanczos_rank)
         C = kuu(g.Wt @ run.Q) @ inverse_root(run, noise)  # C Cᵀ = K_UU Wᵀ Q T⁻¹ Qᵀ W K_UU
         return InterpolatedPosterior(self.kernel, self.grid_start, self.grid_spacing,
                                      self.sizes, a, C, noise, self.prior_mean())
@@ -269,7 +299,8 @@ class KISSGP(GPModel[KISSGPOptions]):
                                      saved["noise_variance"], self.prior_mean())
 
     #: Adam's step size where L-BFGS-B takes a tolerance
-    fit_options = frozenset({"maxiter", "lr", "progress", "callback", "diagnose"})
+    fit_options: ClassVar[frozenset[str]] = frozenset({"maxiter", "lr", "progress", "callback",
+                                                       "diagnose"})
 
     def training_plan(self, options: FitOptions) -> TrainingPlan:
         """`maxiter` (300) Adam steps (`lr`, 0.05) on the evidence with fresh probe vectors
@@ -278,8 +309,6 @@ class KISSGP(GPModel[KISSGPOptions]):
         `diagnose` is accepted for the common interface; `diagnostics()` reports on demand.
         Ctrl-C (or SIGTERM) at any moment, the grid check after the steps included, stops at
         the last completed step."""
-        from ..training.guard import guarded
-
         return TrainingPlan("Adam on the evidence", self.fit_options,
                             guarded(self, self._fit_adam))
 
@@ -288,20 +317,22 @@ class KISSGP(GPModel[KISSGPOptions]):
             result = fit_adam(self, default(options.maxiter, 300), default(options.lr, 0.05),
                               options.progress, options.callback)
         if not result.interrupted:  # the fitted lengthscales may be too short for the grid
-            self._warn_coarse_grid(stacklevel=5)  # the caller of fit()
+            self._warn_coarse_grid(stacklevel=6)  # the caller of fit()
         return result
 
-    def diagnostics(self, **kwargs: Any) -> KISSDiagnostics:
+    def diagnostics(self, **refused: object) -> KISSDiagnostics:
         """The estimated evidence, CG's iterations and residual, and (N ≤ 2000) the exact GP's
-        evidence with the same kernel."""
-        self._require_data()
+        evidence with the same kernel. It takes no thresholds (any keyword is refused, naming
+        it)."""
+        refuse_options(self, refused)
+        X, y = self._data()
         offset = self._objective_offset()
         with torch.no_grad():
             value, sol = self._solve()
             exact = None
             if self.num_data <= EXACT_MAX_DATA:
                 exact = float(exact_log_marginal_likelihood(
-                    self.kernel.K(self.X), self.y - self.mean(self.X),
+                    self.kernel.K(X), y - self.mean(X),
                     self.value("noise_variance"))) + offset
         rep = KISSDiagnostics(float(value) + offset, exact, sol.cg.iterations, sol.cg.residual,
                               float(self.noise_variance))
@@ -316,29 +347,3 @@ class KISSGP(GPModel[KISSGPOptions]):
                                 "noise: the interpolated kernel differs from the kernel (use a "
                                 f"finer grid{kink})")
         return rep
-
-
-@dataclass
-class KISSDiagnostics(Checked):
-    """What can be said of a KISS-GP fit: the estimated evidence of the interpolated model,
-    the exact GP's with the same kernel where N is small, and how CG converged."""
-
-    objective: float
-    exact: float | None
-    cg_iterations: int
-    cg_residual: float
-    noise_variance: float
-    warnings: list[str] = field(default_factory=lambda: [
-        "the objective is a stochastic estimate (fixed probes) of the evidence of the "
-        "interpolated kernel W K_UU Wᵀ, not a bound on the exact GP's"])
-
-    def __str__(self) -> str:
-        lines = ["Diagnostics of KISSGP",
-                 f"  objective (estimated evidence)  {self.objective:.4f}"]
-        if self.exact is not None:
-            lines.append(f"  exact GP log p(y), same kernel  {self.exact:.4f}  (difference "
-                         f"{self.objective - self.exact:+.4f})")
-        lines += [f"  CG iterations {self.cg_iterations}, relative residual "
-                  f"{self.cg_residual:.2e}", f"  noise variance {self.noise_variance:.4g}",
-                  "warnings:", *[f"  - {w}" for w in self.warnings]]
-        return "\n".join(lines)

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import Tensor
 
+from ..diagnostics import ApproximationWarning
 from ..diagnostics.convergence import material_nats
-from ..diagnostics.report import Checked
-from ..distributed import gathered_rows, global_sum, is_distributed
+from ..diagnostics.estimates import SpectralDiagnostics
+from ..distributed import gathered_rows, global_sum
 from ..kernels.base import Kernel
 from ..kernels.spectral import feature_map, spectral_samples
-from ..objectives.collapsed import family_objective, q_from_statistics, residual, solve
+from ..means import MeanLike
+from ..objectives.collapsed.members import family_objective, q_from_statistics, residual, solve
 from ..objectives.exact import exact_log_marginal_likelihood
 from ..objectives.parametric import feature_statistics
 from ..parameters import Parameterised
@@ -33,10 +35,13 @@ from ..runtime.chunking import auto_chunk_size, check_chunk_size
 from ..runtime.config import PARAMETER_DTYPE
 from ..training import FitResult
 from ..training.guard import guarded
-from ..validation import check_seed, seeded_generator
-from .fitting import FitOptions, TrainingPlan
-from .options import RegressionOptions
-from .regression import GPModel
+from ..validation import ArrayLike, check_seed, seeded_generator
+from .core.data import Inputs, Placement
+from .core.fitting import FitOptions, TrainingPlan
+from .core.model import Parts, refuse_options
+from .core.options import RegressionOptions
+from .core.regression import Regression, RegressionSpec
+from .core.spec import ModelSpec
 
 #: Data sets up to this size get the exact GP's evidence in `diagnostics()` for comparison.
 EXACT_MAX_DATA = 2000
@@ -72,31 +77,6 @@ class SpectralBasis(Parameterised):
         return feature_map(X, self.omega(kernel).to(X.dtype), kernel.value("variance"))
 
 
-@dataclass
-class SpectralDiagnostics(Checked):
-    """What can be said of a feature-map model's fit: its evidence, the exact GP's at the same
-    hyperparameters where N is small enough, and warnings (always: it is not a bound)."""
-
-    model: str
-    num_data: int
-    num_features: int
-    objective: float
-    exact: float | None
-    noise_variance: float
-    warnings: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        lines = [f"Diagnostics of {self.model} (R = {self.num_features} spectral pairs) on "
-                 f"N = {self.num_data} points",
-                 f"  objective (parametric evidence)  {self.objective:.4f}"]
-        if self.exact is not None:
-            lines.append(f"  exact GP log p(y), same kernel   {self.exact:.4f}  "
-                         f"(difference {self.objective - self.exact:+.4f})")
-        lines.append(f"  noise variance                   {self.noise_variance:.4g}")
-        lines += ["warnings:"] + [f"  - {w}" for w in self.warnings]
-        return "\n".join(lines)
-
-
 @dataclass(frozen=True, kw_only=True)
 class RFFOptions(RegressionOptions):
     """`RFF`'s and `SSGP`'s options: R spectral pairs, the seed of their draw, the rows per
@@ -117,7 +97,17 @@ class RFFOptions(RegressionOptions):
         self._set("chunk_size", check_chunk_size(self.chunk_size))
 
 
-class RFF(GPModel[RFFOptions]):
+@dataclass(frozen=True, kw_only=True)
+class RFFSpec(RegressionSpec):
+    """`RFF`'s and `SSGP`'s spec: R spectral pairs, the seed of their draw, the rows per
+    chunk."""
+
+    num_features: int = 100
+    seed: int = 0
+    chunk_size: int | None = None
+
+
+class RFF(Regression[RFFOptions]):
     """Random Fourier features: `num_features` R spectral pairs drawn from the kernel's spectral
     density (SE, Matérn 1/2, 3/2, 5/2) with `seed`, fixed; the kernel's hyperparameters and the
     noise are fitted on the evidence of Bayesian linear regression in the 2R features.
@@ -141,36 +131,39 @@ class RFF(GPModel[RFFOptions]):
         ((301,), True)
     """
 
-    free_frequencies = False
-    shards_data = True  # under torch.distributed, X and y are this rank's shard
+    spec: RFFSpec
+    spec_type: ClassVar[type[ModelSpec]] = RFFSpec
+    free_frequencies: ClassVar[bool] = False
+    shards_data: ClassVar[bool] = True  # under torch.distributed, X and y are this rank's shard
 
-    def __init__(self, X: Any, y: Any, kernel: Kernel | None = None, num_features: int = 100,
-                 noise_variance: Any = None, seed: int = 0, *, mean: Any = None,
-                 chunk_size: int | None = None, standardize_X: bool = False,
-                 standardize_y: bool = True, dtype: torch.dtype | None = None) -> None:
-        super().__init__(X, y, RFFOptions(
+    def __init__(self, X: ArrayLike, y: ArrayLike, kernel: Kernel | None = None,
+                 num_features: int = 100, noise_variance: ArrayLike | None = None,
+                 seed: int = 0, *, mean: MeanLike = None, chunk_size: int | None = None,
+                 standardize_X: bool = False, standardize_y: bool = True,
+                 dtype: torch.dtype | None = None) -> None:
+        self._build_from_data(X, y, RFFOptions(
             kernel=kernel, num_features=num_features, noise_variance=noise_variance,
             noise_groups=None, seed=seed, mean=mean, jitter=0.0, chunk_size=chunk_size,
             standardize_X=standardize_X, standardize_y=standardize_y, dtype=dtype))
 
-    def _configure(self, X: Tensor, options: RFFOptions, x_shift: Tensor, x_scale: Tensor
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
-        config, parts = super()._configure(X, options, x_shift, x_scale)
-        epsilon = spectral_samples(parts["kernel"], options.num_features, X.shape[1],
-                                   seeded_generator(options.seed))
-        config.update(num_features=options.num_features, seed=options.seed,
-                      chunk_size=options.chunk_size)
-        parts["epsilon"] = epsilon
-        return config, parts
+    def _configure(self, inputs: Inputs, options: RFFOptions, placement: Placement
+                   ) -> tuple[dict[str, object], Parts]:
+        o = options
+        fields, parts = super()._configure(inputs, options, placement)
+        epsilon = spectral_samples(parts["kernel"], o.num_features,
+                                   inputs.X.shape[1], seeded_generator(o.seed))
+        fields.update(num_features=o.num_features, seed=o.seed, chunk_size=o.chunk_size)
+        parts["basis"] = SpectralBasis(epsilon.to(PARAMETER_DTYPE), self.free_frequencies)
+        return fields, parts
 
-    def _build(self, config: dict[str, Any], parts: dict[str, Any]) -> None:
-        super()._build(config, parts)
-        R, D = int(config["num_features"]), int(config["input_dim"])
-        epsilon = parts.get("epsilon")
-        if epsilon is None:  # load: the values come from the state dict
-            epsilon = torch.zeros(R, D, dtype=PARAMETER_DTYPE)
-        self.basis = SpectralBasis(epsilon.to(PARAMETER_DTYPE), self.free_frequencies)
-        self.chunk_size = config["chunk_size"]
+    def _declare(self, spec: ModelSpec, parts: Parts) -> None:
+        super()._declare(spec, parts)
+        assert isinstance(spec, RFFSpec)
+        basis = parts.get("basis")
+        if basis is None:  # load: the values come from the state dict
+            basis = SpectralBasis(torch.zeros(spec.num_features, spec.input_dim,
+                                              dtype=PARAMETER_DTYPE), self.free_frequencies)
+        self.basis = cast(SpectralBasis, basis)
 
     def _initialise(self, options: RFFOptions) -> None:
         super()._initialise(options)
@@ -178,6 +171,11 @@ class RFF(GPModel[RFFOptions]):
             with torch.no_grad():
                 self.basis.frequencies.div_(self.kernel.value("lengthscale"))
             self.freeze("kernel.lengthscale")  # φ no longer depends on it
+
+    @property
+    def chunk_size(self) -> int | None:
+        """The rows of data processed at a time (None: from a memory budget)."""
+        return self.spec.chunk_size
 
     @property
     def num_features(self) -> int:
@@ -195,9 +193,11 @@ class RFF(GPModel[RFFOptions]):
 
     def _statistics(self):
         size = self.chunk_size or auto_chunk_size(self.basis.num_inducing, 8, device=self.device)
-        y = residual(self.X, self.y, self.prior_mean(), self.shards_data)
+        assert self.X is not None and self.y is not None
+        sharded = self.placement.sharded
+        y = residual(self.X, self.y, self.prior_mean(), sharded)
         return feature_statistics(self.basis, self.kernel, self.X, y, self.noise_rows(), size,
-                                  self.shards_data)
+                                  sharded)
 
     def _objective(self) -> Tensor:
         stats = self._statistics()
@@ -224,35 +224,34 @@ class RFF(GPModel[RFFOptions]):
         rep = self.diagnostics()
         serious = [w for w in rep.warnings if not w.startswith(_NOT_A_BOUND[:20])]
         if serious:
-            from ..diagnostics import ApproximationWarning
-
             # `stacklevel` counts from a function called here (− 1), and the guard of
             # `training_plan` runs the plan one frame below fit() (+ 1)
             warnings.warn(f"{type(self).__name__}: {'; '.join(serious)}",
                           ApproximationWarning, stacklevel=stacklevel)
 
-    def diagnostics(self, **kwargs: Any) -> SpectralDiagnostics:
+    def diagnostics(self, **refused: object) -> SpectralDiagnostics:
         """The evidence, the exact GP's at the same hyperparameters (RFF, N ≤ 2000), and
         warnings: this evidence is not a bound on the GP's; more basis functions than data.
         With data sharded over torch.distributed ranks, of all ranks' rows (every rank calls
-        it). It takes no thresholds (`kwargs` are refused)."""
-        if kwargs:
-            raise TypeError(f"{type(self).__name__}.diagnostics() takes no options; got "
-                            f"{', '.join(sorted(kwargs))}")
+        it). It takes no thresholds (any keyword is refused, naming it)."""
+        refuse_options(self, refused)
         self._require_data()
+        assert self.X is not None and self.y is not None
         offset = self._objective_offset()
         with torch.no_grad():
             objective = float(self._objective()) + offset
             noise_rows = self.noise_rows().detach()
             X, residual = self.X, self.y - self.mean(self.X)
-            if is_distributed() and noise_rows.dim() == 1:
+            sharded = self.placement.sharded
+            if sharded and noise_rows.dim() == 1:
                 noise_mean = global_sum(float(noise_rows.sum()), X) / self.num_data
             else:
                 noise_mean = float(noise_rows.mean())
             exact = None  # SSGP's frequencies no longer belong to the kernel: no comparison
             if self.num_data <= EXACT_MAX_DATA and not self.free_frequencies:
-                X, residual, noise_rows = gathered_rows(X, residual, noise_rows,
-                                                        "the exact GP's rows")
+                if sharded:
+                    X, residual, noise_rows = gathered_rows(X, residual, noise_rows,
+                                                            "the exact GP's rows")
                 exact = float(exact_log_marginal_likelihood(
                     self.kernel.K(X), residual, noise_rows)) + offset
         noise = noise_mean * float(self.y_scale) ** 2
@@ -289,7 +288,7 @@ class SSGP(RFF):
         ((10, 1), (4,))
     """
 
-    free_frequencies = True
+    free_frequencies: ClassVar[bool] = True
 
 
 _NOT_A_BOUND = ("the objective is the evidence of a parametric model (Bayesian linear "

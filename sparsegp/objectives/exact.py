@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
+from ..autograd import Context
 from ..kernels.base import Kernel
 from ..kernels.stationary import RadialKernel, radial_gram_gradients, scaled_squared_distance
 from ..linalg import (
@@ -56,6 +57,10 @@ def _value(L: Tensor, a: Tensor) -> Tensor:
     return -0.5 * (a @ a) - 0.5 * log_det_from_cholesky(L) - 0.5 * a.shape[0] * LOG_2PI
 
 
+class _EvidenceContext(Context, Protocol):
+    noise_shape: torch.Size
+
+
 class _ExactEvidence(torch.autograd.Function):
     """The evidence from K, y, σ² with ∂F/∂C by hand; under `create_graph` (a second
     derivative to follow, `torch.func.grad`) the gradient is taken by autograd through the
@@ -75,7 +80,8 @@ class _ExactEvidence(torch.autograd.Function):
         return _value(L, a), L, solve_lower_t(L, a), added
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+    def setup_context(ctx: _EvidenceContext, inputs: tuple[Any, ...],
+                      output: tuple[Tensor, ...]) -> None:
         K, y, noise, _ = inputs
         _, L, alpha, added = output
         ctx.mark_non_differentiable(L, alpha, added)
@@ -84,7 +90,8 @@ class _ExactEvidence(torch.autograd.Function):
         ctx.noise_shape = noise.shape
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor | None, *_: Any) -> tuple[Tensor | None, ...]:
+    def backward(ctx: _EvidenceContext, g: Tensor | None, *_: Tensor | None
+                 ) -> tuple[Tensor | None, ...]:
         L, alpha, added, K, y, noise = ctx.saved_tensors
         need = ctx.needs_input_grad[:3]
         if g is None:
@@ -162,6 +169,10 @@ def _block_distances(X: Tensor, ell: Tensor, sl: slice) -> Tensor:
     return r2
 
 
+class _RadialEvidenceContext(_EvidenceContext, Protocol):
+    kernel: RadialKernel
+
+
 class _RadialEvidence(torch.autograd.Function):
     """The evidence of a radial kernel k = σ² ρ(r²), r² = Σ_d (x_d − x'_d)²/ℓ_d², by hand, with
     every N×N quantity but C = K + σ²I, its factor and G formed a block of rows at a time.
@@ -182,7 +193,8 @@ class _RadialEvidence(torch.autograd.Function):
         return _value(L, a), L, solve_lower_t(L, a), added
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+    def setup_context(ctx: _RadialEvidenceContext, inputs: tuple[Any, ...],
+                      output: tuple[Tensor, ...]) -> None:
         y, noise, ell, variance, X, kernel, _ = inputs
         _, L, alpha, added = output
         ctx.mark_non_differentiable(L, alpha, added)
@@ -191,7 +203,8 @@ class _RadialEvidence(torch.autograd.Function):
         ctx.kernel, ctx.noise_shape = kernel, noise.shape
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor | None, *_: Any) -> tuple[Tensor | None, ...]:
+    def backward(ctx: _RadialEvidenceContext, g: Tensor | None, *_: Tensor | None
+                 ) -> tuple[Tensor | None, ...]:
         L, alpha, added, y, noise, ell, variance, X = ctx.saved_tensors
         kernel = ctx.kernel
         if g is None:

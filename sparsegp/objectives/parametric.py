@@ -21,12 +21,13 @@ from torch import Tensor
 from .. import distributed
 from ..distributed import count_rows
 from ..kernels.base import Kernel
-from .collapsed import Statistics
-from .recomputed import RecomputedStream
-from .streaming import streamed_sum
+from ..moved import former
+from .chunked import chunked_sum
+from .collapsed.members import Statistics
+from .collapsed.recomputed import RecomputedSums
 
 
-class FeatureMapStream(RecomputedStream):
+class FeatureMapSums(RecomputedSums):
     """Σ over chunks of ([A c; cᵀ s_y], Σ log σ², 0, 0) for a = φ(x): `basis` is a module
     with `num_inducing` (= K) and `features(X, kernel) -> [K, B]`."""
 
@@ -57,12 +58,17 @@ def feature_statistics(basis: FeatureBasis, kernel: Kernel, X: Tensor, y: Tensor
     process group (the sums are all ranks')."""
     K = basis.num_inducing
     eye = torch.eye(K, dtype=torch.float64, device=X.device)
-    stream = FeatureMapStream(basis, kernel, eye)
+    sums = FeatureMapSums(basis, kernel, eye)
     if noise.dim() == 0 and sharded:  # one σ² reaching the sums through every rank's rows
         noise = distributed.summed_gradient(noise)
     rows = noise.expand(X.shape[0]) if noise.dim() == 0 else noise
     n = count_rows(X, sharded)
-    return Statistics._make((*streamed_sum(stream, X, y, chunk_size, rows, over_ranks=sharded),
+    return Statistics._make((*chunked_sum(sums, X, y, chunk_size, rows, over_ranks=sharded),
                              n))
 
 
+
+
+def __getattr__(name: str) -> object:
+    """Former names of this module (`sparsegp.moved`)."""
+    return former(__name__, name)

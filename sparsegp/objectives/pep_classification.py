@@ -4,7 +4,7 @@ The sites depend on u only through h_n = w_nᵀu, w_n = Kuu⁻¹k_n, and are Gau
 form t_n(h) = exp(ν_n h − ½ τ_n h²). Their posterior is the regression posterior of the
 collapsed family with pseudo-noise 1/τ_n and pseudo-targets ν_n/τ_n: A = Σ τ_n a_n a_nᵀ,
 c = Σ ν_n a_n with a_n = L⁻¹k_n, and everything else (factorisation, prediction) is the
-shared code of `collapsed.py` (Bui, Yan & Turner 2017, §3.8).
+shared code of `collapsed/members.py` (Bui, Yan & Turner 2017, §3.8).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..conditionals import WhitenedGaussian
 from ..kernels.base import Kernel
 from ..likelihoods.base import Likelihood
 from ..runtime.chunking import chunk_slices
-from .collapsed import Statistics, solve
+from .collapsed.members import Statistics, solve
 
 
 class Marginals(NamedTuple):

@@ -26,7 +26,10 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 # mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1
@@ -68,7 +71,7 @@ CGROUP_LIMITS = (Path("/sys/fs/cgroup/memory.max"),
                  Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 
-def device_memory(device: Any = None) -> int | None:
+def device_memory(device: torch.device | str | None = None) -> int | None:
     """The bytes of memory a request on `device` can at most get: a CUDA device's total memory;
     on the CPU the machine's RAM, or the container's limit where lower. None where the system
     does not say (then nothing is refused)."""
@@ -92,7 +95,8 @@ def device_memory(device: Any = None) -> int | None:
     return total
 
 
-def check_request(nbytes: float, what: str, advice: str, device: Any = None) -> None:
+def check_request(nbytes: float, what: str, advice: str, device: torch.device | str | None = None
+                  ) -> None:
     """Refuse, before anything is allocated, a computation that needs more than the device's
     memory (`device_memory`): a `MemoryRequestError` saying `what` asks for about how many
     bytes, how much the device has, and the `advice` (what to do instead)."""

@@ -13,10 +13,12 @@ of sums of deltas ((M·C)² values).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
+
+from ..autograd import Context
 
 
 def blocked(block: Callable[[int], Tensor], starts: Iterable[int], dim: int,
@@ -40,6 +42,12 @@ def blocked(block: Callable[[int], Tensor], starts: Iterable[int], dim: int,
     return _Blocked.apply(block, starts, dim, *needed)
 
 
+class _BlockedContext(Context, Protocol):
+    block: Callable[[int], Tensor]
+    starts: Sequence[int]
+    dim: int
+
+
 class _Blocked(torch.autograd.Function):
     @staticmethod
     def forward(block: Callable[[int], Tensor], starts: Sequence[int], dim: int,
@@ -47,13 +55,13 @@ class _Blocked(torch.autograd.Function):
         return torch.cat([block(s) for s in starts], dim)  # autograd is off inside forward
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    def setup_context(ctx: _BlockedContext, inputs: tuple[Any, ...], output: Tensor) -> None:
         block, starts, dim, *tensors = inputs
         ctx.block, ctx.starts, ctx.dim = block, starts, dim
         ctx.save_for_backward(*tensors)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: _BlockedContext, grad: Tensor) -> tuple[Tensor | None, ...]:
         inputs = ctx.saved_tensors
         create_graph = torch.is_grad_enabled()  # a second derivative will follow
         total: list[Tensor | None] = [None] * len(inputs)

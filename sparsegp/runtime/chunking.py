@@ -7,7 +7,6 @@ chunk so that no N×M matrix is ever alive.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 
@@ -34,7 +33,7 @@ def auto_chunk_size(num_inducing: int, itemsize: int, budget: int | None = None,
     return max(1, (CHUNK_MEMORY_BYTES if budget is None else budget) // per_row)
 
 
-def check_chunk_size(chunk_size: Any) -> int | None:
+def check_chunk_size(chunk_size: object) -> int | None:
     """A model's `chunk_size` argument: None (from the memory budget) or an int ≥ 1."""
     return None if chunk_size is None else positive_int(chunk_size, "chunk_size")
 
@@ -63,7 +62,7 @@ def chunk_slices(n: int, size: int) -> Iterator[slice]:
 
 class ChunkBuffers:
     """Tensors reused from one chunk to the next within one pass (`Posterior.predict_f`, a
-    streamed objective's forward and backward passes: `Stream.buffer`).
+    chunked objective's forward and backward passes: `ChunkedSums.buffer`).
 
     A fresh multi-megabyte tensor per chunk is memory the C allocator has handed back to the
     operating system, and its first touch page-faults: measured at M = 500 on a 2-core CPU,

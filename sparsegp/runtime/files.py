@@ -119,7 +119,7 @@ def reason(err: BaseException) -> str:
 
 def check_model_path(path: str | Path) -> Path:
     """`path` as a Path if a model file can be written there, else a clear OSError (here, not
-    in `models.persistence`, so that the command line checks it before importing torch)."""
+    in `models.core.persistence`, so that the command line checks it before importing torch)."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"cannot save a model to {path}: it is a folder; give a file "

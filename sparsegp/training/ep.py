@@ -15,9 +15,10 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypedDict, Unpack
 
 import torch
+from torch import nn
 
 from ..linalg import CholeskyError
 from ..objectives import pep_classification as pep
@@ -61,6 +62,19 @@ def site_sweeps(model: Any, max_sweeps: int = 200, tol: float = 1e-6,
                 damping, worse = max(damping / 2.0, 1e-3), 0
             previous = upd.change
     return {"sweeps": sweeps, "skipped_updates": skipped}
+
+
+class _SweepOptions(TypedDict, total=False):
+    """`site_sweeps`'s options."""
+
+    max_sweeps: int
+    tol: float
+    batch: torch.Tensor | None
+    sums: RunningSiteSums | None
+
+
+class _HasEnergy(Protocol):
+    def log_marginal_likelihood(self) -> float: ...
 
 
 def _add(counts: dict[str, int], more: dict[str, int]) -> None:
@@ -146,7 +160,7 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
                               time.perf_counter() - start, counts, interrupted))
 
 
-def _sweeps(model: Any, counts: dict[str, int], **options: Any) -> None:
+def _sweeps(model: nn.Module, counts: dict[str, int], **options: Unpack[_SweepOptions]) -> None:
     """`site_sweeps`, counted in `counts`; Ctrl-C or a failed factorisation half-way puts the
     sites (and everything else) back as they were."""
     snapshot = Snapshot(model)
@@ -157,7 +171,7 @@ def _sweeps(model: Any, counts: dict[str, int], **options: Any) -> None:
         raise
 
 
-def _final_energy(model: Any) -> float | None:
+def _final_energy(model: _HasEnergy) -> float | None:
     """The energy of the state a fit leaves; None when Ctrl-C cut its computation short."""
     try:
         return model.log_marginal_likelihood()

@@ -23,7 +23,9 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from torch import nn
 
 from .interrupts import warn_interrupted
 from .result import INTERRUPTED, FitResult, Snapshot, model_name
@@ -33,7 +35,7 @@ class _Fit:
     """The guarded fit of `model`: its last accepted state (a `Snapshot`) and the result of
     the loop that left it there (None while no loop has returned)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.state = Snapshot(model)
         self.result: FitResult | None = None
@@ -60,7 +62,7 @@ class FitGuard:
     `stacklevel` places the warning: 1 is the frame holding the `with`, 2 its caller; the
     default 3 is the caller of `fit()` when a plan's `run` holds the guard."""
 
-    def __init__(self, model: Any, stacklevel: int = 3) -> None:
+    def __init__(self, model: nn.Module, stacklevel: int = 3) -> None:
         self.model, self.stacklevel = model, stacklevel
         self.result: FitResult | None = None
         self._fit: _Fit | None = None
@@ -95,7 +97,8 @@ class FitGuard:
 Options = TypeVar("Options")
 
 
-def guarded(model: Any, run: Callable[[Options], FitResult]) -> Callable[[Options], FitResult]:
+def guarded(model: nn.Module, run: Callable[[Options], FitResult]
+            ) -> Callable[[Options], FitResult]:
     """A training plan's `run(options)` inside a `FitGuard` of `model`, for plans that cannot
     hold the guard themselves (it adds one frame between `fit()` and the plan)."""
 
@@ -107,7 +110,7 @@ def guarded(model: Any, run: Callable[[Options], FitResult]) -> Callable[[Option
     return run_guarded
 
 
-def _interrupted(model: Any, fit: _Fit, seconds: float, stacklevel: int) -> FitResult:
+def _interrupted(model: nn.Module, fit: _Fit, seconds: float, stacklevel: int) -> FitResult:
     """The model back at its last accepted state, and the result that says so."""
     name = f"{model_name(model)}.fit"
     fit.state.restore()

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from types import FrameType
 
 import torch
 
@@ -66,7 +66,7 @@ def agreed_interrupts(lockstep: bool, device: torch.device) -> Iterator[Interrup
         return
     previous = signal.getsignal(signal.SIGINT)
 
-    def record(signum: int, frame: Any) -> None:
+    def record(signum: int, frame: FrameType | None) -> None:
         state.pressed = True
         signal.signal(signal.SIGINT, previous)  # a second Ctrl-C interrupts at once
 
@@ -112,7 +112,7 @@ def termination_as_interrupt() -> Iterator[Termination | None]:
         return
     state = Termination()
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         state.received = True
         signal.signal(signal.SIGTERM, previous)  # a second SIGTERM acts as before
         raise KeyboardInterrupt

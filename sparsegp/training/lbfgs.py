@@ -24,6 +24,7 @@ import scipy.optimize
 import torch
 from threadpoolctl import threadpool_limits
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from ..distributed import broadcast_
 from ..linalg import CholeskyError
@@ -165,7 +166,7 @@ def fit_lbfgsb(
     best: dict[str, Any] = {"x": None, "f": float("nan")}
     flat: _Flat | None = None
     trials: _TrialSteps | None = None
-    bar: Any = None
+    bar: tqdm | None = None
     evaluations = 0
     info: dict = {}
     stalled: dict[str, str | None] = {"why": None, "rule": "stalled"}

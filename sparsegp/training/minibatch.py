@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
+from torch.utils.data.distributed import DistributedSampler
+from tqdm import tqdm
 
 from ..distributed import all_reduce_, is_distributed
 from ..linalg import CholeskyError
@@ -29,14 +31,41 @@ from .progress import progress_bar
 from .result import INTERRUPTED, FitResult, Snapshot, model_name, warn_stopped
 
 
-def _loader(model: Any, batch_size: int, data: Any, seed: int) -> tuple[Any, Any]:
+class _Minibatched(Protocol):
+    """What `fit_minibatch` trains (the module docstring): the bound on minibatches, in
+    internal units, with an explicit q(u)."""
+
+    X: Tensor
+    y: Tensor
+    q_mu: nn.Parameter
+    q_sqrt: nn.Parameter
+
+    def __call__(self, Xb: Tensor, yb: Tensor) -> Tensor: ...
+
+    def elbo(self, X: Tensor, y: Tensor, q_mu: Tensor | None = None,
+             q_sqrt: Tensor | None = None) -> Tensor: ...
+
+    def log_prior(self) -> Tensor: ...
+
+    def internal_batch(self, Xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
+class _Loader(Protocol):
+    """Minibatches (Xb, yb), and how many there are (a DataLoader, `_Batches`)."""
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]: ...
+
+    def __len__(self) -> int: ...
+
+
+def _loader(model: _Minibatched, batch_size: int, data: _Loader | None, seed: int
+            ) -> tuple[_Loader, DistributedSampler[int] | None]:
     if data is not None:
         return data, None
     dataset = torch.utils.data.TensorDataset(model.X, model.y)
     g = seeded_generator(seed)
     if is_distributed():
-        sampler: torch.utils.data.distributed.DistributedSampler[Any] = \
-            torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, seed=seed)
+        sampler: DistributedSampler[int] = DistributedSampler(dataset, shuffle=True, seed=seed)
         return torch.utils.data.DataLoader(dataset, batch_size, sampler=sampler), sampler
     return _Batches(model.X, model.y, batch_size, g), None
 
@@ -52,7 +81,7 @@ class _Batches:
     def __len__(self) -> int:
         return math.ceil(self.X.shape[0] / self.batch_size)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         order = torch.randperm(self.X.shape[0], generator=self.generator).to(self.X.device)
         for start in range(0, order.shape[0], self.batch_size):
             idx = order[start:start + self.batch_size]
@@ -81,7 +110,7 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
     steps, epoch = 0, 0
     success, message, interrupted = True, "", False
     name = model_name(model)
-    bar: Any = None
+    bar: tqdm | None = None
     try:  # from the first instant: Ctrl-C in the setup leaves the starting values
         N = model.num_data
         B = min(N, 256) if batch_size is None else positive_int(batch_size, "batch_size")
@@ -158,7 +187,7 @@ def fit_minibatch(model: Any, batch_size: int | None, epochs: int | None, lr: fl
                               interrupted=interrupted, fixed_budget=True))
 
 
-def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
+def _natural_step(model: _Minibatched, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
                   opt: torch.optim.Optimizer | None, gamma: float) -> Tensor:
     """One step from one evaluation of the minibatch bound: its gradient in q(u)'s expectation
     parameters gives the natural-gradient step (size γ), its gradient in the hyperparameters
@@ -186,8 +215,8 @@ def _natural_step(model: Any, Xb: Tensor, yb: Tensor, hyper: list[nn.Parameter],
 DAMPING_HALVINGS = 20
 
 
-def _damped_update(model: Any, Xb: Tensor, yb: Tensor, g1: Tensor, g2: Tensor, gamma: float,
-                   loss: Tensor) -> float:
+def _damped_update(model: _Minibatched, Xb: Tensor, yb: Tensor, g1: Tensor, g2: Tensor,
+                   gamma: float, loss: Tensor) -> float:
     """The natural-gradient step, halved until the minibatch's bound does not fall (a
     non-conjugate likelihood's step can overshoot: from the prior, counts of ~100 under a
     Poisson likelihood jumped the log rate to ~11 and the bound from −9e3 to −1e7). Costs one
@@ -212,7 +241,8 @@ def _damped_update(model: Any, Xb: Tensor, yb: Tensor, g1: Tensor, g2: Tensor, g
     return 0.0
 
 
-def _frozen(model: Any, loader: Any, data: Any, start: float) -> FitResult:
+def _frozen(model: _Minibatched, loader: _Loader, data: _Loader | None, start: float
+            ) -> FitResult:
     """The result of a fit with nothing to train: the bound over one pass of the batches."""
     total, count = 0.0, 0
     with torch.no_grad():

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from ..moved import former
 
 
 @dataclass
@@ -108,7 +109,7 @@ class FitTerminated(SystemExit):
         return type(self), (self.result,)  # pickled with its result (a worker's exception)
 
 
-def model_name(model: Any) -> str:
+def model_name(model: object) -> str:
     """What training messages call the model: an adapter's `display_name` (the model it
     trains), else the class name."""
     return getattr(model, "display_name", type(model).__name__)
@@ -120,3 +121,9 @@ def warn_stopped(what: str, err: Exception, stacklevel: int = 3) -> str:
     message = f"stopped: {err}. The model holds the last accepted parameters"
     warnings.warn(f"{what} {message}", RuntimeWarning, stacklevel=stacklevel)
     return message
+
+
+def __getattr__(name: str) -> object:
+    """Former names of this module (`sparsegp.moved`): `warn_interrupted` lives in
+    `training.interrupts`."""
+    return former(__name__, name)

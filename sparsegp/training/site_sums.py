@@ -18,14 +18,42 @@ T = L⁻¹L₀, fits worse: on 400 points with batches of 20 and one refresh an 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from .. import covariances as cov
+from ..features.base import InducingFeature
+from ..kernels.base import Kernel
 from ..linalg import solve_lower
 from ..objectives import pep_classification as pep
+
+
+class SiteModel(Protocol):
+    """A model with sites, as `RunningSiteSums` reads it: the sites' precisions `tau` and
+    natural means `nu` [N] of the inputs `X` [N, D], the kernel, the inducing feature, the
+    jitter of Kuu and the rows per chunk of a pass over the data (`_chunk()`)."""
+
+    @property
+    def X(self) -> Tensor: ...
+
+    @property
+    def tau(self) -> Tensor: ...
+
+    @property
+    def nu(self) -> Tensor: ...
+
+    @property
+    def kernel(self) -> Kernel: ...
+
+    @property
+    def feature(self) -> InducingFeature: ...
+
+    @property
+    def jitter(self) -> float: ...
+
+    def _chunk(self) -> int: ...
 
 
 class RunningSiteSums:
@@ -33,7 +61,7 @@ class RunningSiteSums:
     `nu`, `X`, `kernel`, `feature`, `jitter`, `_chunk()`), at the kernel and inducing
     variables copied by the last `refresh()`."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: SiteModel) -> None:
         self.model = model
         self.refresh()
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from ..validation import positive_float, positive_int
 from .guard import accepted
@@ -26,7 +27,7 @@ def fit_adam(model: Any, steps: int, lr: float, progress: bool | None,
     start = time.perf_counter()
     name = type(model).__name__
     history: list[float] = []
-    bar: Any = None
+    bar: tqdm | None = None
     success, message, interrupted, done = True, "", False, 0
     try:  # from the first instant: Ctrl-C in the setup leaves the starting values
         steps = positive_int(steps, "maxiter")

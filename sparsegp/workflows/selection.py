@@ -19,9 +19,10 @@ import torch
 
 from ..diagnostics import ApproximationWarning
 from ..diagnostics.inducing_gain import inducing_gain
+from ..features.base import InducingLike
 from ..kernels.base import Kernel
 from ..models import SGPR
-from ..validation import as_inputs, check_columns, positive_float, positive_int
+from ..validation import ArrayLike, as_inputs, check_columns, positive_float, positive_int
 
 
 @dataclass
@@ -53,9 +54,10 @@ def _converged(curve: SelectionCurve, allowed_gap: float) -> bool:
 
 
 def select_inducing(
-    X: Any, y: Any, kernel: Kernel | None = None, *, tol: float = 0.01,
-    max_inducing: int | None = None, candidates: Any = None, candidates_per_step: int | None = 500,
-    initial_inducing: Any = 1, optimize_inducing: bool = False, maxiter: int = 1000, seed: int = 0,
+    X: ArrayLike, y: ArrayLike, kernel: Kernel | None = None, *, tol: float = 0.01,
+    max_inducing: int | None = None, candidates: ArrayLike | None = None,
+    candidates_per_step: int | None = 500, initial_inducing: InducingLike = 1,
+    optimize_inducing: bool = False, maxiter: int = 1000, seed: int = 0,
     **model_kwargs: Any,
 ) -> tuple[SGPR, SelectionCurve]:
     """A VFE `SGPR` whose M was grown greedily until its bounds meet, and the bound curve.

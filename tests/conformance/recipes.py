@@ -37,10 +37,10 @@ from sparsegp.features import InducingFeature
 from sparsegp.kernels import Kernel
 from sparsegp.likelihoods import Likelihood
 from sparsegp.means import Mean
-from sparsegp.models.classes import MODELS
-from sparsegp.models.streaming import update as streaming_update
+from sparsegp.models.core.registry import MODELS
+from sparsegp.models.sgpr.streaming import update as streaming_update
 
-from .helpers import normal, uniform
+from .helpers import normal, perturb, uniform
 
 F, K, L, means = sg.features, sg.kernels, sg.likelihoods, sg.means
 
@@ -159,6 +159,12 @@ class ModelCase(Case):
     #: zero as built: q(v) the prior), so that the prediction checks run at a generic state
     #: (they perturb the parameters themselves); None: the parameters are the whole state
     settle: Callable[[Any], Any] | None = None
+    #: "" a model as its constructor or `update` builds it; "conditioned": a model of
+    #: `condition_on_observations` (its parameters frozen: nothing to train, no gradients to
+    #: the parameters); "fantasies": conditioned on F sets of targets (also no single data set:
+    #: no objective, saved without data only, and a posterior nothing can rebuild, so the
+    #: checks leave its parameters as they are: the recipe perturbs the model it conditions)
+    conditioned: str = ""
 
     def Xnew(self) -> np.ndarray:
         return _X_NEW if self.new_inputs is None else self.new_inputs
@@ -423,8 +429,8 @@ LIKELIHOODS: dict[str, list[LikelihoodCase]] = {
 
 # -- means ------------------------------------------------------------------------------------
 def _on_one_latent() -> Mean:
-    from sparsegp.models.svgp import _OnOneLatent
-    return _OnOneLatent(means.Linear(weights=[0.5, -1.2], bias=0.3), 1, 3)
+    from sparsegp.models.svgp import OnOneLatent
+    return OnOneLatent(means.Linear(weights=[0.5, -1.2], bias=0.3), 1, 3)
 
 
 MEANS: dict[str, list[MeanCase]] = {
@@ -432,13 +438,27 @@ MEANS: dict[str, list[MeanCase]] = {
     "Constant": [MeanCase("", lambda: means.Constant(1.3))],
     "Linear": [MeanCase("", lambda: means.Linear(weights=[0.5, -1.2, 0.7], bias=0.3), input_dim=3)],
     "Sum": [MeanCase("", lambda: means.Constant(0.4) + means.Linear(weights=[0.5, -1.2], bias=0.3))],
-    "_OnOneLatent": [MeanCase("", _on_one_latent)],
+    "OnOneLatent": [MeanCase("", _on_one_latent)],
 }
 
 
 # -- models -----------------------------------------------------------------------------------
 def _matern() -> Kernel:
     return K.Matern52(lengthscale=[1.0, 1.5], variance=1.1)
+
+
+def _conditioned(model: Any, fantasies: int | None = None) -> Any:
+    """`model` (its parameters moved off the recipe's values) conditioned on three new points:
+    one set of targets, or `fantasies` sets of them."""
+    perturb(model, seed=5, scale=0.05)
+    y = (_Y_NEW[:3] if fantasies is None
+         else _Y_NEW[:3] + 0.3 * _RNG_FANTASIES.standard_normal((fantasies, 3)))
+    return model.condition_on_observations(_X_NEW[:3] - 0.4, y)
+
+
+_RNG_FANTASIES = np.random.default_rng(1)
+#: the targets of a model of 4 fantasies at `_X_NEW`: one column per fantasy
+_Y_NEW_FANTASIES = np.repeat(_Y_NEW[:, None], 4, axis=1) + 0.1 * np.arange(4)
 
 
 def _swept(model: Any) -> Any:
@@ -450,7 +470,13 @@ def _swept(model: Any) -> Any:
 MODELS_: dict[str, list[ModelCase]] = {
     "GPR": [ModelCase("", lambda: sg.GPR(_X, _Y, kernel=_matern(), noise_variance=0.1,
                                          mean=means.Constant(0.2)),
-                      new_inputs=_X_NEW, new_targets=_Y_NEW)],
+                      new_inputs=_X_NEW, new_targets=_Y_NEW),
+            ModelCase("conditioned", lambda: _conditioned(sg.GPR(
+                _X, _Y, kernel=_matern(), noise_variance=0.1, mean=means.Constant(0.2))),
+                      new_inputs=_X_NEW, new_targets=_Y_NEW, conditioned="conditioned"),
+            ModelCase("fantasies", lambda: _conditioned(sg.GPR(
+                _X, _Y, kernel=_matern(), noise_variance=0.1, standardize_X=True), fantasies=4),
+                      new_inputs=_X_NEW, new_targets=_Y_NEW_FANTASIES, conditioned="fantasies")],
     "SGPR": [
         ModelCase("vfe", lambda: sg.SGPR(_X, _Y, kernel=_matern(), inducing_points=5,
                                          noise_variance=0.1),
@@ -460,6 +486,14 @@ MODELS_: dict[str, list[ModelCase]] = {
                                                      noise_variance=0.1, mean="linear",
                                                      standardize_X=True),
                   new_inputs=_X_NEW, new_targets=_Y_NEW),
+        ModelCase("conditioned-fitc", lambda: _conditioned(sg.SGPR(
+            _X, _Y, kernel=_matern(), inducing_points=5, approximation="fitc",
+            noise_variance=0.1, standardize_X=True)),
+                  new_inputs=_X_NEW, new_targets=_Y_NEW, conditioned="conditioned"),
+        ModelCase("fantasies", lambda: _conditioned(sg.SGPR(
+            _X, _Y, kernel=_matern(), inducing_points=5, noise_variance=0.1,
+            mean=means.Constant(0.2)), fantasies=4),
+                  new_inputs=_X_NEW, new_targets=_Y_NEW_FANTASIES, conditioned="fantasies"),
     ],
     "StreamingSGPR": [
         ModelCase("vfe", lambda: streaming_update(

@@ -1,7 +1,7 @@
 """Every registered inducing feature (recipes in `recipes.FEATURES`, each paired with a kernel):
 Kuu symmetric and positive semi-definite, Kuf [M, N], the joint covariance of (u, f(X))
 positive semi-definite, the Cholesky factor of Kuu, config and state_dict round trips,
-gradients of Kuu and Kuf against finite differences, the streamed chunk-at-a-time Kuf against
+gradients of Kuu and Kuf against finite differences, the chunked (chunk-at-a-time) Kuf against
 the plain one, `extended` and `transformed` consistent with Kuu and Kuf (or refused, as the
 recipe declares), and the limit where the inducing variables determine f(X): SGPR (VFE)
 equals the exact GP.
@@ -111,8 +111,8 @@ def test_gradients_of_kuu_and_kuf_match_finite_differences(name, case):
         assert gradcheck_through([f, k], lambda X, f=f, k=k: cov.Kuf(f, k, X), [X])
 
 
-@pytest.mark.parametrize("name,case", cases("feature", "streamed"))
-def test_streamed_kuf_and_its_gradient_equal_the_plain_ones(name, case):
+@pytest.mark.parametrize("name,case", cases("feature", "chunked"))
+def test_chunked_kuf_and_its_gradient_equal_the_plain_ones(name, case):
     # the objectives' chunk-at-a-time Kuf (a hand-derived one where registered): its value per
     # chunk, and its accumulated gradient of ⟨G, Kuf⟩ + ⟨g, diag Kff⟩, reach the parameters as
     # autograd's gradient of the plain Kuf does

@@ -1,6 +1,8 @@
 """Every registered model class (recipes in `recipes.MODELS_`): built on tiny data, a finite
 training loss whose gradient matches finite differences, save/load round trips that predict
-identically (with and without the data), and the config round trip that `load` relies on."""
+identically (with and without the data), and the config round trip that `load` relies on.
+The conditioned models (`condition_on_observations`: frozen parameters) skip the training
+checks; the models of fantasies hold no data set and say so clearly."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.models.classes import MODELS
+from sparsegp.models.core.registry import MODELS
 
 from .helpers import assert_same_state, perturb
 from .recipes import built, cases
@@ -27,7 +29,19 @@ def trainable(model):
     return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
 
 
-@pytest.mark.parametrize("name,case", cases("model", "loss"))
+def trains(case):
+    return not case.conditioned
+
+
+def moved(model, case, seed):
+    """The model with its parameters moved off the recipe's values (not a model of fantasies:
+    its posterior is all it has; `test_a_model_of_fantasies_says_it_holds_no_data_set`)."""
+    if case.conditioned != "fantasies":
+        perturb(model, seed=seed, scale=0.05)
+    return model
+
+
+@pytest.mark.parametrize("name,case", cases("model", "loss", trains))
 def test_the_training_loss_and_its_gradient_are_finite(name, case):
     model = build(name, case)
     loss = model.training_loss()
@@ -51,7 +65,7 @@ def central_difference(model, p, index, step=1e-5):
     return (up - down) / (2 * step)
 
 
-@pytest.mark.parametrize("name,case", cases("model", "gradient"))
+@pytest.mark.parametrize("name,case", cases("model", "gradient", trains))
 def test_the_gradient_matches_finite_differences(name, case):
     # the first and the last entry of every trainable parameter (raw values)
     model = build(name, case)
@@ -85,11 +99,10 @@ def assert_same_predictions(a, b):
 
 @pytest.mark.parametrize("name,case", cases("model", "save"))
 def test_save_and_load_predict_identically(name, case, tmp_path):
-    model = build(name, case)
-    perturb(model, seed=1, scale=0.05)  # not the constructor's values
+    model = moved(build(name, case), case, seed=1)  # not the constructor's values
     model.metadata["recipe"] = case.id
     before = case.predict(model)
-    for include_data in (False, True):
+    for include_data in (False, True) if case.conditioned != "fantasies" else (False,):
         path = tmp_path / f"{name}-{include_data}.pt"
         model.save(path, include_data=include_data)
         back = sg.load(path)
@@ -108,8 +121,7 @@ def test_save_and_load_predict_identically(name, case, tmp_path):
 def test_config_and_state_dict_rebuild_the_model(name, case):
     # what `load` does, without a file: the registry finds the class by name, `_restore`
     # rebuilds the structure from config(), load_state_dict the values
-    model = build(name, case)
-    perturb(model, seed=2, scale=0.05)
+    model = moved(build(name, case), case, seed=2)
     cfg = model.config()
     assert MODELS.get(type(model).__name__) is type(model)
     back = type(model)._restore(copy.deepcopy(cfg), model.state_dict())
@@ -117,3 +129,19 @@ def test_config_and_state_dict_rebuild_the_model(name, case):
     assert type(back) is type(model)
     assert back.config() == cfg
     assert_same_state(back, model)
+
+
+@pytest.mark.parametrize("name,case", cases("model", "fantasies",
+                                            lambda case: case.conditioned == "fantasies"))
+def test_a_model_of_fantasies_says_it_holds_no_data_set(name, case, tmp_path):
+    model = build(name, case)
+    F = model.num_fantasies
+    assert F == case.ynew().shape[1] and model.y is None
+    with pytest.raises(RuntimeError, match=f"holds {F} fantasies .* not one data set"):
+        model.training_loss()
+    with pytest.raises(ValueError, match=f"no data.*holds {F} fantasies"):
+        model.save(tmp_path / "model.pt", include_data=True)
+    with torch.no_grad():  # new parameter values: nothing to rebuild the posterior from
+        next(model.parameters()).add_(0.1)
+    with pytest.raises(RuntimeError, match="not one data set"):
+        model.predict_f(case.Xnew())

@@ -1,4 +1,4 @@
-"""The bounds and diagnostics of streamed models (`objectives.online_bounds`,
+"""The bounds and diagnostics of streamed models (`objectives.online.bounds`,
 `diagnostics.streamed`): the streamed VFE bound ≤ the evidence of the new batch given the
 summary ≤ the upper bound, against a dense evaluation written here from the kernel matrices;
 the evidence itself against the exact GP where the summary loses nothing; the bounds meeting
@@ -18,10 +18,9 @@ from torch.distributions import MultivariateNormal
 import sparsegp as sg
 from sparsegp.diagnostics import LatentDiagnostics, inducing_gain
 from sparsegp.diagnostics.placement import inducing_placement
-from sparsegp.models.streamed import Streamed
-from sparsegp.models.streaming import update
-from sparsegp.objectives.online import streaming_objective
-from sparsegp.objectives.online_bounds import streaming_bounds, summary_of_posterior
+from sparsegp.models.sgpr.streaming import update
+from sparsegp.objectives.online.bounds import streaming_bounds, summary_of_posterior
+from sparsegp.objectives.online.regression import streaming_objective
 
 pytestmark = pytest.mark.filterwarnings("ignore::sparsegp.ApproximationWarning",
                                         "ignore::sparsegp.linalg.JitterWarning")
@@ -271,16 +270,6 @@ def test_a_non_gaussian_streamed_svgp_reports_its_bound_only():
     assert rep.far_inducing == []  # 0.5 sits among the old inducing inputs
     with pytest.raises(ValueError, match="need a Gaussian likelihood"):
         new.upper_bound()
-
-
-def test_the_mixin_still_refuses_for_models_without_their_own():
-    class Plain(Streamed):
-        _config = {"streaming": {"seen": 3, "updates": 1}}
-
-    model = Plain()
-    for check in (model.upper_bound, model.diagnostics, model.diagnostic_view):
-        with pytest.raises(TypeError, match="Plain's posterior also holds the data"):
-            check()
 
 
 def test_the_streamed_objective_is_what_the_bounds_bracket():

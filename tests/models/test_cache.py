@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.models import state as base
+from sparsegp.models.core import state as base
 
 from ..conftest import make_problem
 

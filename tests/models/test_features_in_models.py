@@ -141,8 +141,8 @@ def test_sums_of_deltas_stream_one_kernel_evaluation_per_chunk_with_exact_gradie
     # against autograd on the dense objective through the generic Kuf of the pair
     dense = sg.SGPR(X, y, kernel=se(), inducing_points=sg.features.SumOfDeltas(
         feature.Z.detach(), feature.weights.detach()), noise_variance=0.2)
-    monkeypatch.setattr(covariances.registry, "lookup_streamed", lambda f, k: None)
-    monkeypatch.setattr(covariances.streamed, "lookup_streamed", lambda f, k: None)
+    monkeypatch.setattr(covariances.registry, "lookup_chunked", lambda f, k: None)
+    monkeypatch.setattr(covariances.chunked, "lookup_chunked", lambda f, k: None)
     assert type(covariances.cross_covariance(dense.feature, dense.kernel)) is covariances.CrossCovariance
     dloss = dense.training_loss()
     assert float(dloss) == pytest.approx(float(loss), rel=1e-12)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.models.classes import MODELS
-from sparsegp.models.fitting import Fitting
+from sparsegp.models import Model
+from sparsegp.models.core.registry import MODELS
 
 from ..conftest import make_problem
 
@@ -31,7 +31,7 @@ def test_no_model_overrides_fit_and_every_model_has_a_plan():
     assert {c.__name__ for c in classes} >= {"GPR", "SGPR", "SGPC", "SVGP", "RFF", "SSGP",
                                              "KISSGP", "BayesianGPLVM", "GPSSM"}
     for cls in classes:
-        assert cls.fit is Fitting.fit, cls.__name__
+        assert cls.fit is Model.fit, cls.__name__
         assert "training_plan" in {k for c in cls.__mro__ for k in vars(c)}, cls.__name__
 
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.models.gpssm_gibbs import (
+from sparsegp.objectives.latent.kalman import LinearSSM, kalman_filter
+from sparsegp.objectives.latent.particle_gibbs import (
     Emission,
     csmc_as,
     effective_sample_size,
@@ -19,7 +20,6 @@ from sparsegp.models.gpssm_gibbs import (
     transition,
     v_conditional,
 )
-from sparsegp.objectives.kalman import LinearSSM, kalman_filter
 from sparsegp.quadrature import nodes_and_weights
 from sparsegp.runtime.threads import threads_for
 

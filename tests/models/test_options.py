@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import sparsegp as sg
+from sparsegp.models.core.options import ModelOptions, RegressionOptions
 from sparsegp.models.kissgp import KISSGPOptions
-from sparsegp.models.options import ModelOptions, RegressionOptions
 from sparsegp.models.sgpc import SGPCOptions
 from sparsegp.models.sgpr import SGPROptions
 from sparsegp.models.spectral import RFFOptions
-from sparsegp.models.svgp_targets import SVGPOptions
+from sparsegp.models.svgp.targets import SVGPOptions
 
 OPTIONS = {sg.GPR: RegressionOptions, sg.SGPR: SGPROptions, sg.SVGP: SVGPOptions,
            sg.SGPC: SGPCOptions, sg.KISSGP: KISSGPOptions, sg.RFF: RFFOptions,

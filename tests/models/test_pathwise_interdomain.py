@@ -8,7 +8,7 @@ import torch
 import sparsegp as sg
 from sparsegp import covariances as cov
 from sparsegp.kernels.spectral import feature_map, spectral_samples
-from sparsegp.models.pathwise_features import inducing_feature_map
+from sparsegp.models.core.pathwise_features import inducing_feature_map
 
 RNG = np.random.default_rng(3)
 X2 = RNG.uniform(-2, 2, (7, 2))
@@ -101,7 +101,7 @@ def test_a_wrong_prior_at_the_inducing_variables_fails_the_comparison():
     g = torch.Generator().manual_seed(5)
     w = torch.randn(paths._w.shape, generator=g, dtype=torch.float64)
     paths._w, good = w, paths._w
-    wrong = sg.models.pathwise._update(model.posterior(), lambda X: paths._prior(X) * 0 +
+    wrong = sg.models.core.pathwise._update(model.posterior(), lambda X: paths._prior(X) * 0 +
                                        (feature_map(X, paths._omega, paths._variance).mT @ good),
                                        paths._prior_inducing, 4000,
                                        torch.Generator().manual_seed(1))

@@ -39,7 +39,7 @@ def test_a_flipped_bit_in_a_stored_value_is_a_damaged_file_not_another_model(tmp
 
 @pytest.mark.parametrize("keep_digest", [False, True])
 def test_non_finite_parameters_are_refused_even_with_a_matching_checksum(tmp_path, keep_digest):
-    from sparsegp.models.persistence import digest
+    from sparsegp.models.core.persistence import digest
 
     X, first, _ = _models()
     path = tmp_path / "model.pt"

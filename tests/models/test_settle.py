@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.models.fitting import SETTLE_REST, settle_rule, stall_rule
+from sparsegp.models.core.fitting import SETTLE_REST, settle_rule, stall_rule
 from sparsegp.training import fit_lbfgsb
 from sparsegp.training.settle import SettleRule, distance
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.models.fitting import stall_rule
+from sparsegp.models.core.fitting import stall_rule
 from sparsegp.training import fit_lbfgsb
 
 from ..conftest import make_problem

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import sparsegp as sg
-from sparsegp.models import regression
+from sparsegp.models.core import regression
 
 LENGTHSCALE, VARIANCE, NOISE = 0.8, 1.3, 0.1
 JITTER = 1e-6  # the library's default relative jitter on Kuu, reproduced in the dense reference

@@ -5,7 +5,7 @@ import math
 import pytest
 
 import sparsegp as sg
-from sparsegp.models.fitting import STALL_GAIN, STALL_REST, stall_rule
+from sparsegp.models.core.fitting import STALL_GAIN, STALL_REST, stall_rule
 from sparsegp.training.stall import StallRule
 
 

@@ -14,7 +14,7 @@ import torch
 
 import sparsegp as sg
 from sparsegp.kernels import SquaredExponential
-from sparsegp.models.streaming import StreamingSGPR, update
+from sparsegp.models.sgpr.streaming import StreamingSGPR, update
 
 pytestmark = pytest.mark.filterwarnings("ignore::sparsegp.ApproximationWarning")
 
@@ -262,7 +262,7 @@ def test_save_and_load_keep_the_summary_and_update_alike(tmp_path):
 
 def test_the_registry_path_of_sgpr_update_and_float32_models():
     # SGPR.update reaches `update` through the model registry (no import of this module)
-    from sparsegp.models.classes import MODELS
+    from sparsegp.models.core.registry import MODELS
 
     X, y = data(40)
     old = sg.SGPR(X[:20], y[:20], inducing_points=5, dtype=torch.float32)

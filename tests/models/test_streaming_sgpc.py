@@ -15,9 +15,9 @@ import torch
 from scipy.special import log_ndtr, ndtr
 
 import sparsegp as sg
-from sparsegp.models.classes import MODELS
-from sparsegp.models.streaming import update as sgpr_update
-from sparsegp.models.streaming_sgpc import StreamingSGPC, update
+from sparsegp.models.core.registry import MODELS
+from sparsegp.models.sgpc.streaming import StreamingSGPC, update
+from sparsegp.models.sgpr.streaming import update as sgpr_update
 
 pytestmark = pytest.mark.filterwarnings("ignore::sparsegp.ApproximationWarning")
 

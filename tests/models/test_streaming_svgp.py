@@ -1,4 +1,4 @@
-"""Streaming SVGP for any likelihood (`SVGP.update`, `objectives.online_svgp`): the bound
+"""Streaming SVGP for any likelihood (`SVGP.update`, `objectives.online.svgp`): the bound
 against a dense evaluation with explicit covariance matrices; for a Gaussian likelihood with
 kept inducing inputs and hyperparameters the batch VFE posterior of all the data, in either
 order; for Bernoulli and Poisson likelihoods the batch posterior up to the curvature the
@@ -14,8 +14,8 @@ import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
 import sparsegp as sg
-from sparsegp.models.streaming_svgp import StreamingSVGP
-from sparsegp.objectives.online_svgp import OldPosterior, old_data_term, streaming_elbo
+from sparsegp.models.svgp.streaming import StreamingSVGP
+from sparsegp.objectives.online.svgp import OldPosterior, old_data_term, streaming_elbo
 
 pytestmark = pytest.mark.filterwarnings("ignore::sparsegp.ApproximationWarning")
 
@@ -166,7 +166,7 @@ def test_non_gaussian_two_batches_close_to_the_batch_posterior(kind, tol_mean, t
 
 
 def dense_bound(new, old_model, X, y):
-    """F of `objectives.online_svgp` with explicit matrices and torch.distributions (Gaussian
+    """F of `objectives.online.svgp` with explicit matrices and torch.distributions (Gaussian
     likelihood, whiten=True)."""
     k = new.kernel
     Zb, Za = new.feature.Z, old_model.feature.Z

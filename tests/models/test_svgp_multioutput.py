@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import sparsegp as sg
+from sparsegp.models.core.predictions import latent, predicting
 
 N, M, P = 50, 6, 3
 
@@ -137,8 +138,8 @@ def test_lmc_elbo_against_monte_carlo_over_the_latent_functions():
     from sparsegp.objectives.svgp import kl_divergence
     with torch.no_grad():
         kl = float(kl_divergence(m.q_mu, m.q_sqrt, m._cholesky_kuu(), m.whiten))
-    with torch.no_grad(), m._predicting(X) as call:
-        gm, gv = m._latent(call)  # the latent marginals (q(g_n) independent over l)
+    with torch.no_grad(), predicting(m, X) as call:
+        gm, gv = latent(call.posterior, call.X, False)  # the latent marginals (independent)
     rng = np.random.default_rng(5)
     S = 20000
     g = gm.numpy()[None] + np.sqrt(gv.numpy())[None] * rng.standard_normal((S, N, L))

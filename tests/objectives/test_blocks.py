@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.objectives import blocks as blocks_module
+from sparsegp.objectives.collapsed import blocks as blocks_module
 
 LOG2PI = np.log(2.0 * np.pi)
 ELL, VAR, NOISE = 0.8, 1.3, 0.04
@@ -267,7 +267,7 @@ def test_gradient_with_any_kernel_and_group_noise_equals_dense_autograd(keep, mo
 
 
 def test_batches_of_similar_blocks_cover_every_block_once():
-    from sparsegp.objectives.blocks import PAD_FRACTION, PAD_WORK, _batches
+    from sparsegp.objectives.collapsed.blocks import PAD_FRACTION, PAD_WORK, _batches
     sizes = [3, 1, 200, 190, 2, 1, 180, 5, 400, 60]  # any order
     starts = np.r_[0, np.cumsum(sizes)[:-1]]
     seen = []

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.objectives.collapsed import family
+from sparsegp.objectives.collapsed.members import family
 
 from ..conftest import make_problem
 
@@ -52,7 +52,7 @@ def test_gradcheck_on_the_collapsed_objective(approx, alpha):
 
 def test_gradcheck_on_the_upper_bound_and_exact_objective():
     m = model("vfe", None, N=15, M=5, chunk_size=4)
-    from sparsegp.objectives.collapsed import titsias_upper_bound
+    from sparsegp.objectives.collapsed.members import titsias_upper_bound
 
     def ub(*p):
         return titsias_upper_bound(m.collapsed_problem()._replace(chunk_size=4))

@@ -5,7 +5,7 @@ inducing inputs nearly coincide, N is large and M is large — in float64 and fl
 Every case returns a finite objective and gradient that agree with a reference to the
 tolerance stated here, or raises a clear error naming the cause; never a NaN.
 
-References (both independent of the library's streamed code):
+References (both independent of the library's chunked code):
 * objective, upper bound, prediction: docs/math.md §2–3 evaluated in extended precision (numpy
   longdouble) in M-space with the same jitter, per-point whitening a_n = L⁻¹k_n;
 * gradient: autograd on the naive float64 implementation (Kuf materialised,
@@ -32,7 +32,7 @@ import torch
 
 import sparsegp as sg
 from sparsegp.benchmarking.naive import naive_collapsed
-from sparsegp.objectives.collapsed import factor_and_statistics
+from sparsegp.objectives.collapsed.members import factor_and_statistics
 
 from .longdouble import LD, chol, se_kernel, solve_lower, solve_upper
 
@@ -234,7 +234,7 @@ def test_float32_is_finite_and_within_its_stated_tolerance(noise, factor):
 
 
 @pytest.mark.numerics
-def test_large_n_low_noise_long_lengthscales_stream_to_a_finite_chunk_invariant_result():
+def test_large_n_low_noise_long_lengthscales_sum_to_a_finite_chunk_invariant_result():
     rng = np.random.default_rng(3)
     n, d = 100_000, 5
     X = rng.uniform(-2, 2, (n, d))

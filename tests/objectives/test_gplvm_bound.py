@@ -1,5 +1,5 @@
 """The Bayesian GP-LVM bound: the SGPR-VFE limit, the exact evidence by quadrature over X,
-streamed gradients against one dense autograd evaluation, and finite differences."""
+chunked gradients against one dense autograd evaluation, and finite differences."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 
 import sparsegp as sg
 from sparsegp.covariances import Kuu_cholesky
-from sparsegp.objectives.gplvm import data_bound, kl_standard_normal, optimal_q, psi_sums
-from sparsegp.objectives.psi import psi_chunk
+from sparsegp.objectives.latent.gplvm import data_bound, kl_standard_normal, optimal_q, psi_sums
+from sparsegp.objectives.latent.psi import psi_chunk
 from sparsegp.quadrature import nodes_and_weights
 
 F64 = torch.float64
@@ -98,7 +98,7 @@ def test_the_bound_is_below_the_exact_evidence_computed_by_quadrature_over_X():
 @pytest.mark.parametrize("kernel", [sg.kernels.SquaredExponential(lengthscale=[0.8, 1.4]),
                                     sg.kernels.Matern52(lengthscale=1.1)],
                          ids=["se", "matern52-quadrature"])
-def test_streamed_gradients_equal_one_dense_autograd_evaluation(kernel):
+def test_chunked_gradients_equal_one_dense_autograd_evaluation(kernel):
     Y, mu, S, Z = _problem(N=13)
     # Y too: the outputs are parameters where they are latent (the next states of a GPSSM)
     Y, mu, S, Z = (t.clone().requires_grad_() for t in (Y, mu, S, Z))
@@ -152,7 +152,7 @@ def test_kl_against_the_univariate_formula():
 
 def test_uncollapsed_term_at_the_optimal_q_is_the_collapsed_bound_and_below_it_elsewhere():
     from sparsegp.conditionals import WhitenedGaussian
-    from sparsegp.objectives.gplvm import uncollapsed_data_term
+    from sparsegp.objectives.latent.gplvm import uncollapsed_data_term
     from sparsegp.objectives.svgp import whitened_kl
 
     Y, mu, S, Z = _problem()
@@ -180,7 +180,7 @@ def test_one_noise_per_output_collapsed_equals_uncollapsed_at_its_optimum():
     # the GPSSM's transitions have one process noise per state dimension: each output then has
     # its own B = I + L⁻¹Ψ2L⁻ᵀ/σ_d², and the explicit-q(u) term at the optimum must agree
     from sparsegp.conditionals import WhitenedGaussian
-    from sparsegp.objectives.gplvm import uncollapsed_data_term
+    from sparsegp.objectives.latent.gplvm import uncollapsed_data_term
     from sparsegp.objectives.svgp import whitened_kl
 
     Y, mu, S, Z = _problem()

@@ -11,7 +11,7 @@ import torch
 
 import sparsegp as sg
 from sparsegp.models.gpssm import _MinibatchTransitions
-from sparsegp.objectives.kalman import LinearSSM, kalman_filter
+from sparsegp.objectives.latent.kalman import LinearSSM, kalman_filter
 from sparsegp.quadrature import nodes_and_weights
 
 F64 = torch.float64

@@ -5,7 +5,7 @@ to the trainable parameters equal central differences of the gradient, or differ
 gradient raises `SecondDerivativeError` (the first derivative staying right in both cases).
 Each custom `torch.autograd.Function` passes gradcheck, and gradgradcheck where it claims a
 second derivative; `torch.func.grad` gives the ordinary gradient (GPR) or a clear error (the
-streamed objectives).
+chunked objectives).
 """
 
 from __future__ import annotations
@@ -176,8 +176,8 @@ def test_the_reported_hessians_gpr_right_and_sgpr_refused():
             lambda v: torch.func.functional_call(_Wrapped(sgpr), {"m.kernel.raw_variance": v}, ()),
             sgpr.kernel.raw_variance.detach())
     with pytest.raises(SecondDerivativeError, match=REFUSED):
-        torch.autograd.grad(grads[1].sum(), params[1])  # the lengthscales: through the stream
-    # σ² reaches VFE's objective outside the streamed sums: its own second derivative is
+        torch.autograd.grad(grads[1].sum(), params[1])  # the lengthscales: through the chunked sums
+    # σ² reaches VFE's objective outside the chunked sums: its own second derivative is
     # autograd's, right (the bug report's one correct entry)
     (h,) = torch.autograd.grad(grads[0], params[0])
     _, (gp, *_) = gradient_at(sgpr, params[:1], [torch.tensor(1e-5)], 1.0)
@@ -224,7 +224,7 @@ def test_func_grad_gives_the_ordinary_gradient_and_nests(name):
 
 
 @pytest.mark.parametrize("name", ["SGPR-vfe", "SGPR-fitc", "RFF", "BayesianGPLVM"])
-def test_func_grad_of_streamed_objectives_is_a_clear_error(name):
+def test_func_grad_of_chunked_objectives_is_a_clear_error(name):
     model = build(name)
     with pytest.raises(RuntimeError, match="torch.func transforms .* not supported"):
         torch.func.grad(lambda p: torch.func.functional_call(_Wrapped(model), p, ()))(
@@ -336,7 +336,7 @@ def test_summed_gradient_is_twice_differentiable(monkeypatch):
     assert torch.isfinite(h).all() and bool((h != 0).any())
 
 
-def test_streamed_sum_refuses_through_any_route():
+def test_chunked_sum_refuses_through_any_route():
     """`.backward()` of the gradient, autograd.grad with respect to one parameter, a
     Hessian: each raises, whether or not the incoming gradient requires grad."""
     model = build("SGPR-fitc")

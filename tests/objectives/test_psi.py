@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.objectives.psi import MC_SAMPLES, _quadrature, psi_chunk, sample_rule
+from sparsegp.objectives.latent.psi import MC_SAMPLES, _quadrature, psi_chunk, sample_rule
 
 
 def _inputs(Q: int = 2, M: int = 5, B: int = 7, seed: int = 0):

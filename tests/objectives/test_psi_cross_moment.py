@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import sparsegp as sg
-from sparsegp.objectives.gplvm import psi_sums
-from sparsegp.objectives.psi import cross_moment, psi_chunk
+from sparsegp.objectives.latent.gplvm import psi_sums
+from sparsegp.objectives.latent.psi import cross_moment, psi_chunk
 
 F64 = torch.float64
 KERNELS = [sg.kernels.SquaredExponential(lengthscale=[0.8, 1.4], variance=1.3),
@@ -69,7 +69,7 @@ def test_cross_moments_equal_gauss_hermite(kernel):
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
 def test_psi_sums_with_coefficients_stream_and_differentiate(kernel):
-    # chunked sums equal one chunk, and the streamed gradients (the stream recomputes each
+    # chunked sums equal one chunk, and the chunked gradients (the sums recompute each
     # chunk) equal autograd through one direct evaluation, for the coefficients too
     mu, S, Z, coef = _problem(B=9)
     Y = torch.randn(9, 2, generator=torch.Generator().manual_seed(4), dtype=F64)

@@ -12,8 +12,8 @@ import torch
 
 import sparsegp as sg
 from sparsegp.covariances import cross_covariance
-from sparsegp.objectives import statistics as st
-from sparsegp.objectives.streaming import streamed_sum
+from sparsegp.objectives.chunked import chunked_sum
+from sparsegp.objectives.collapsed import sums as st
 
 
 def problem(n=3000, m=60, d=3, ls=1.0, noise=0.1, seed=0):
@@ -37,9 +37,9 @@ def sgpr(X, y, Z, ls, noise, member="vfe", mean=None):
 
 
 def paths(monkeypatch):
-    """Record the `whiten` flag of every WhitenedStream and PowerEPStream built."""
+    """Record the `whiten` flag of every WhitenedSums and PowerEPSums built."""
     chosen = []
-    for cls in (st.WhitenedStream, st.PowerEPStream):
+    for cls in (st.WhitenedSums, st.PowerEPSums):
         def spy(self, *args, __init=cls.__init__, **kw):
             __init(self, *args, **kw)
             chosen.append(self.whiten)
@@ -87,7 +87,7 @@ def test_stream_sums_and_gradients_agree_for_several_outputs_and_differentiable_
     results = []
     for whiten in (True, False):
         kuf = cross_covariance(feature, kernel)
-        sums = streamed_sum(st.WhitenedStream(kuf, L, torch.float64, 3, whiten), X, Y, 200)
+        sums = chunked_sum(st.WhitenedSums(kuf, L, torch.float64, 3, whiten), X, Y, 200)
         value = sum((w * s).sum() for w, s in zip(weights, sums))
         inputs = [Y, L, *kuf.inputs]
         results.append((sums, torch.autograd.grad(value, inputs)))
@@ -111,8 +111,8 @@ def test_power_ep_gradients_agree_for_several_outputs_and_differentiable_targets
     results = []
     for whiten in (True, False):
         kuf = cross_covariance(feature, kernel)
-        stream = st.PowerEPStream(kuf, L, noise, alpha, torch.float64, 3, whiten)
-        sums = streamed_sum(stream, X, Y, 200)
+        stream = st.PowerEPSums(kuf, L, noise, alpha, torch.float64, 3, whiten)
+        sums = chunked_sum(stream, X, Y, 200)
         value = sum((w * s).sum() for w, s in zip(weights, sums))
         inputs = [Y, L, noise, *kuf.inputs]
         results.append((sums, torch.autograd.grad(value, inputs)))
@@ -135,7 +135,7 @@ def test_smooth_low_noise_data_take_the_whitened_path_and_fit(monkeypatch):
     noise = m.value("noise_variance").detach()
     assert not st.unwhitened_is_safe(L, kuf, m.X, noise, 10_000)
     with torch.no_grad():  # what the other path would give: I + Q/σ² indefinite
-        Q = streamed_sum(st.WhitenedStream(kuf, L, torch.float64, 0, False), m.X, m.y, 700)[0]
+        Q = chunked_sum(st.WhitenedSums(kuf, L, torch.float64, 0, False), m.X, m.y, 700)[0]
         assert float(torch.linalg.eigvalsh(torch.eye(100, dtype=torch.float64) + Q / noise)[0]) < 0
     loss, grads = loss_and_grads(m)
     assert chosen == [False, True]  # the stream above, then the objective's
@@ -172,8 +172,8 @@ def test_power_ep_unwhitened_gradient_in_float32_compute_with_float64_targets():
     for whiten in (True, False):
         kuf = cross_covariance(feature, kernel, torch.float32)
         Lw = L.clone().requires_grad_(True)
-        sums = streamed_sum(st.PowerEPStream(kuf, Lw, noise, 0.5, torch.float64, 0, whiten),
-                            X, y, 128)
+        sums = chunked_sum(st.PowerEPSums(kuf, Lw, noise, 0.5, torch.float64, 0, whiten),
+                           X, y, 128)
         value = sum(s.sum() for s in sums if s.requires_grad)
         grads.append(torch.autograd.grad(value, [Lw, noise, *kuf.inputs], allow_unused=True))
     for a, b in zip(*grads):

@@ -224,7 +224,7 @@ def test_the_package_loads_its_parts_on_first_use_and_exports_every_name():
     assert out == ["False", "True", "True"]
     import importlib
 
-    homes = {"ScaleWarning": "validation", "CholeskyError": "linalg", "FitOptions": "models.fitting",
+    homes = {"ScaleWarning": "validation", "CholeskyError": "linalg", "FitOptions": "models.core.fitting",
              "select_inducing": "workflows", "load": "models", "kernels": None}
     for name, home in homes.items():
         expected = (importlib.import_module(f"sparsegp.{name}") if home is None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from ..shared.synthetic import (
 )
 from ..shared.tables import Table
 from .analysis import (
+    Group,
     Row,
     WinRate,
     dataset_means,
@@ -109,8 +109,8 @@ def rate_cell(r) -> str:
     return "—" if not r.n else f"{r.rate:.2f} ({r.wins}/{r.n})"
 
 
-def win_rate_tables(grouped: Any, datasets: Sequence[str], metrics: Sequence[str],
-                    titles: dict[str, str], sec: Section, path_stem: Path,
+def win_rate_tables(grouped: dict[Group, dict[str, Row]], datasets: Sequence[str],
+                    metrics: Sequence[str], titles: dict[str, str], sec: Section, path_stem: Path,
                     pairs: Sequence[tuple[str, str]] = PAIRS) -> list[WinRate]:
     """The pairwise win rates (`pairs` × metrics) over all (data set, split, M) and per data
     set, added to `sec` as tables and CSV files `<stem>_win_rates[_per_dataset].csv`."""
@@ -131,8 +131,8 @@ def win_rate_tables(grouped: Any, datasets: Sequence[str], metrics: Sequence[str
     return rates
 
 
-def rank_table(grouped: Any, names: Sequence[str], metric: str, Ms: Sequence[int], title: str,
-               sec: Section, path: Path) -> np.ndarray:
+def rank_table(grouped: dict[Group, dict[str, Row]], names: Sequence[str], metric: str,
+               Ms: Sequence[int], title: str, sec: Section, path: Path) -> np.ndarray:
     """Mean ranks of `names` on `metric` per M (1 = best), added to `sec` as a table and a
     CSV at `path`; returns the [methods, M] array."""
     R, counts = mean_ranks(grouped, names, metric, Ms)

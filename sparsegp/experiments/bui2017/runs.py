@@ -34,7 +34,7 @@ from ...kernels import SquaredExponential
 from ...linalg import JitterWarning
 from ...models import GPR, SGPR
 from ...runtime.allocator import keep_freed_memory
-from ...training.result import FitTerminated
+from ...training.result import FitResult, FitTerminated
 from ...validation import ScaleWarning
 from ..shared.data import Problem, uci_problem
 from ..shared.fitting import AS_GIVEN
@@ -93,7 +93,7 @@ def load_problem(task: Task, data_dir: Path) -> Problem:
     return uci_problem(data_dir, task.dataset, task.split)
 
 
-def build_model(task: Task, data: Problem) -> Any:
+def build_model(task: Task, data: Problem) -> GPR | SGPR:
     """The task's model on the training data (SE-ARD kernel, hyperparameters from the data)."""
     kernel = SquaredExponential(ard=True)
     if task.method == EXACT:
@@ -103,7 +103,7 @@ def build_model(task: Task, data: Problem) -> Any:
     return SGPR(data.X, data.y, kernel=kernel, inducing_points=Z, **AS_GIVEN, **kwargs)
 
 
-def fit_model(model: Any, maxiter: int) -> Any:
+def fit_model(model: GPR | SGPR, maxiter: int) -> FitResult:
     """L-BFGS-B for at most `maxiter` iterations, quietly (no bar, no diagnostics)."""
     return model.fit(maxiter=maxiter, progress=False, diagnose=False)
 

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ...runtime.files import write_atomically
 
@@ -24,6 +24,8 @@ ROWS = "runs.jsonl"
 SETTINGS = "store.json"
 VERSION = 1
 
+T = TypeVar("T")
+
 
 def row_key(row: dict[str, Any]) -> Key:
     """(part, data set, split, M, method): what identifies a run."""
@@ -31,7 +33,7 @@ def row_key(row: dict[str, Any]) -> Key:
             str(row["method"]))
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: T) -> T | None:
     # JSON has no NaN or infinity: store them as null
     if isinstance(value, float) and not math.isfinite(value):
         return None

@@ -73,7 +73,7 @@ QUICK = Config(splits=1, max_train=120, max_test=60, M=10, maxiter=30, steps=40,
                count_train=150, count_test=300, count_repeats=1, count_M=10)
 
 
-def _fit(model: Any, cfg: Config, how: str = "gaussian") -> dict[str, Any]:
+def _fit(model: SVGP | SGPC, cfg: Config, how: str = "gaussian") -> dict[str, Any]:
     """Fit quietly and return the fit's `info`. `how`: "gaussian" (L-BFGS-B ≤ `cfg.maxiter`
     iterations), "svgp" (a non-Gaussian SVGP: `cfg.steps` full-batch Adam + natural-gradient
     steps) or "ep" (SGPC: ≤ `cfg.ep_rounds` rounds of ≤ `cfg.ep_sweeps` site sweeps)."""
@@ -170,7 +170,7 @@ def robust_section(out: Path, cfg: Config, data_dir: Path) -> Section:
     return sec
 
 
-def _gauss_scores(model: Any, Xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
+def _gauss_scores(model: SVGP, Xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
     mean, var = model.predict(Xs, include_noise=True)
     mean, var = np.asarray(mean).reshape(-1), np.asarray(var).reshape(-1)
     return float(np.sqrt(np.mean((mean - ys) ** 2))), float(np.mean(gaussian_nll(ys, mean, var)))
@@ -276,7 +276,7 @@ def ordinal_section(out: Path, cfg: Config, data_dir: Path) -> Section:
             class_scores(probs, ys, np.clip(np.rint(mean), 0, K - 1).astype(int)))
         for name in ("SVGP Ordinal", "SGPC Ordinal (α = 0.5)"):
             if name.startswith("SVGP"):
-                m: Any = SVGP(X, y, likelihood=liks.Ordinal(K), inducing_points=cfg.M)
+                m: SVGP | SGPC = SVGP(X, y, likelihood=liks.Ordinal(K), inducing_points=cfg.M)
                 _fit(m, cfg, "svgp")
             else:
                 m = SGPC(X, y, likelihood=liks.Ordinal(K), inducing_points=cfg.M, alpha=0.5)
@@ -334,7 +334,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                              "uci/concrete and uci/wine-quality-red")
 
 
-def main(argv: Any = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return experiment_main(build_parser, run, argv, missing_data)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...objectives.kalman import LinearSSM, kalman_filter, kalman_forecast
+from ...objectives.latent.kalman import LinearSSM, kalman_filter, kalman_forecast
 from ...runtime.threads import threads_for
 
 

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from ...models import GPSSM, BayesianGPLVM
-from ...models.gpssm_gibbs import PosteriorSamples
-from ...models.latent import pca_latents
+from ...models.core.latent import pca_latents
+from ...objectives.latent.particle_gibbs import PosteriorSamples
 from ..shared.command import experiment_main, experiment_parser
 from ..shared.datafolder import Missing, data_folder, missing_files, skipped_for_data
 from ..shared.fitting import se_of

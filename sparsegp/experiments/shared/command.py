@@ -7,7 +7,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -141,7 +141,7 @@ def run_with_data(command: str, given: Path | None, needs: Callable[[Path], Miss
 
 
 def experiment_main(build_parser: Callable[[], argparse.ArgumentParser],
-                    run: Callable[..., Any], argv: Any = None,
+                    run: Callable[..., Any], argv: Sequence[str] | None = None,
                     needs: Callable[[Path, bool], Missing] | None = None) -> int:
     """The command-line entry of an experiment whose every part is run (some need no data):
     parse --out, --quick, --data-dir and run (`run_with_data`; `needs(data_dir, quick)`:

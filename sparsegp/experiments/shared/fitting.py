@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ...kernels import SquaredExponential
 from ...linalg import JitterWarning
+from ...validation import ArrayLike
+
+if TYPE_CHECKING:
+    from ...models import Model
+    from ...training import FitResult
 
 
-def quiet_fit(model: Any, maxiter: int, tol: float | None = None) -> Any:
+def quiet_fit(model: Model, maxiter: int, tol: float | None = None) -> FitResult:
     """`model.fit` without progress bars or the checks the experiments report themselves."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", JitterWarning)
@@ -22,16 +27,17 @@ def quiet_fit(model: Any, maxiter: int, tol: float | None = None) -> Any:
 AS_GIVEN: dict[str, Any] = {"standardize_y": False}
 
 
-def se_kernel(lengthscale: Any = None, variance: Any = None, ard: bool = False) -> SquaredExponential:
+def se_kernel(lengthscale: ArrayLike | None = None, variance: ArrayLike | None = None,
+              ard: bool = False) -> SquaredExponential:
     return SquaredExponential(lengthscale=lengthscale, variance=variance, ard=ard)
 
 
-def se_of(model: Any) -> SquaredExponential:
+def se_of(model: Model) -> SquaredExponential:
     """A model's kernel, a squared exponential in these experiments (`se_kernel`)."""
     return cast(SquaredExponential, model.kernel)
 
 
-def copy_kernel(model: Any) -> SquaredExponential:
+def copy_kernel(model: Model) -> SquaredExponential:
     """A fresh SE kernel with the (internal-unit) hyperparameters of a model's SE kernel."""
     k = model.kernel
     return SquaredExponential(lengthscale=k.value("lengthscale").detach().clone(),

@@ -6,22 +6,26 @@ standardised or original targets). Lower is better for all."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from ...likelihoods.gaussian import gaussian_log_density
+from ...validation import ArrayLike
+
+if TYPE_CHECKING:
+    from ...models import Model
 
 
-def gaussian_nll(y: Any, mean: Any, var: Any) -> np.ndarray:
+def gaussian_nll(y: ArrayLike, mean: ArrayLike, var: ArrayLike) -> np.ndarray:
     """−log N(y | mean, var) per point, as numpy (the library's Gaussian log density, negated).
     Shapes: y [N*], mean and var [N*] or scalars."""
     values = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in (y, mean, var))
     return np.asarray(-gaussian_log_density(*values).numpy())
 
 
-def predictive_scores(model: Any, Xs: np.ndarray, ys: np.ndarray) -> tuple[float, float, float]:
+def predictive_scores(model: Model, Xs: np.ndarray, ys: np.ndarray) -> tuple[float, float, float]:
     """(NLPD, SMSE, RMSE) of noisy test targets: mean −log N(y*|μ*, σ*² + σ²), MSE / var(y*)."""
     mean, var = model.predict(Xs, include_noise=True)  # var ≥ σ² > 0
     mse = float(np.mean((ys - mean) ** 2))

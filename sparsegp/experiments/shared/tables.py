@@ -11,7 +11,7 @@ from typing import Any
 from ...runtime.files import atomic_file
 
 
-def _cell(v: Any, digits: int) -> str:
+def _cell(v: object, digits: int) -> str:
     if v is None:
         return "—"
     if isinstance(v, bool):
@@ -35,7 +35,7 @@ class Table:
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
 
-    def add(self, *row: Any) -> None:
+    def add(self, *row: object) -> None:
         if len(row) != len(self.columns):
             raise ValueError(f"row has {len(row)} cells; the table has {len(self.columns)} columns")
         self.rows.append(list(row))

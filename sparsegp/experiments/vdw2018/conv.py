@@ -44,6 +44,7 @@ from ...features import InducingPatches
 from ...kernels import Convolutional, SquaredExponential
 from ...likelihoods import Bernoulli, MultiClass
 from ...models import SVGP, load
+from ...validation import ArrayLike
 from ..shared.command import experiment_parser, run_with_data
 from ..shared.datafolder import Missing, data_folder, missing_files, skipped_for_data
 from ..shared.sections import Section, run_sections
@@ -144,13 +145,13 @@ def specs(task: str, cfg: Config, images: Images) -> list[Spec]:
                ("downsample", cfg.downsample))
     if task == "rectangles":
         def rect(weighted: bool) -> Callable[[Any, Any], SVGP]:
-            def build(X: Any, y: Any) -> SVGP:
+            def build(X: ArrayLike, y: ArrayLike) -> SVGP:
                 Z = np.random.default_rng(0).uniform(size=(cfg.rect_M, 9))
                 return SVGP(X, y, kernel=conv(images, 3, weighted), likelihood=Bernoulli(),
                             inducing_points=InducingPatches(Z))
             return build
 
-        def se(X: Any, y: Any) -> SVGP:
+        def se(X: ArrayLike, y: ArrayLike) -> SVGP:
             model = SVGP(X, y, kernel=SquaredExponential(), likelihood=Bernoulli(), inducing_points=X)
             return model.freeze("inducing_points")
 
@@ -162,7 +163,7 @@ def specs(task: str, cfg: Config, images: Images) -> list[Spec]:
                      evals=cfg.evals, setting=(*setting, ("M", images.X.shape[0])))]
     if task == "mnist01":
         def digits(weighted: bool) -> Callable[[Any, Any], SVGP]:
-            def build(X: Any, y: Any) -> SVGP:
+            def build(X: ArrayLike, y: ArrayLike) -> SVGP:
                 k = conv(images, 5, weighted)
                 Z = InducingPatches.from_data(X, cfg.mnist01_M, method="random", kernel=k)
                 return SVGP(X, y, kernel=k, likelihood=Bernoulli(), inducing_points=Z)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ...models import load
+from ...models import SVGP, load
 from ...runtime.files import write_atomically
 from ...training import fit_lbfgsb
 from ...training.interrupts import interrupts_end_run
@@ -110,7 +110,7 @@ class Segments:
             yield self.X[rows], self.y[rows]
 
 
-def scores(model: Any, Xs: Tensor, ys: Tensor, chunk: int = 1000) -> tuple[float, float]:
+def scores(model: SVGP, Xs: Tensor, ys: Tensor, chunk: int = 1000) -> tuple[float, float]:
     """(test error, NLPP): the error of the most probable class and the mean −log p(y*|data),
     from one pass of q(f*) per chunk of `chunk` images. Shapes: Xs [N*, D], ys [N*]."""
     wrong, nlp = 0.0, 0.0
@@ -127,7 +127,7 @@ def scores(model: Any, Xs: Tensor, ys: Tensor, chunk: int = 1000) -> tuple[float
     return wrong / Xs.shape[0], nlp / Xs.shape[0]
 
 
-def elbo_per_datum(model: Any, X: Tensor, y: Tensor) -> float:
+def elbo_per_datum(model: SVGP, X: Tensor, y: Tensor) -> float:
     """The ELBO per training image, estimated (unbiasedly) from the fixed subset (X, y)."""
     with torch.no_grad():
         return float(model.elbo(*model.internal_batch(X, y))) / model.num_data
@@ -137,7 +137,7 @@ def _write_json(path: Path, record: dict[str, Any]) -> None:
     write_atomically(path, json.dumps(record, indent=1, default=float), what="checkpoint record")
 
 
-def _save_model(model: Any, path: Path) -> None:
+def _save_model(model: SVGP, path: Path) -> None:
     model.save(path)  # atomic: an interrupted checkpoint leaves the previous one
 
 
@@ -197,12 +197,12 @@ def execute(spec: Spec, data: Images, folder: Path, log: Log | None, progress: b
     return record
 
 
-def _inducing_count(model: Any) -> str:
+def _inducing_count(model: SVGP) -> str:
     blocks = getattr(model.feature, "blocks", None)
     return " + ".join(map(str, blocks)) if blocks else str(model.num_inducing)
 
 
-def _train(spec: Spec, model: Any, data: Images, record: dict[str, Any], jpath: Path,
+def _train(spec: Spec, model: SVGP, data: Images, record: dict[str, Any], jpath: Path,
            mpath: Path, say: Log, progress: bool | None, checkpoint_seconds: float) -> None:
     """Run the remaining segments of `spec`, tracing and checkpointing from the fit's callback."""
     first, total = int(record["segments"]), spec.segments
@@ -261,7 +261,7 @@ def _train(spec: Spec, model: Any, data: Images, record: dict[str, Any], jpath: 
         trace()
 
 
-def _fit(spec: Spec, model: Any, data: Images, first: int, total: int,
+def _fit(spec: Spec, model: SVGP, data: Images, first: int, total: int,
          after_segment: Callable[[int], None], progress: bool | None) -> Any:
     if spec.optimiser == "lbfgs":  # one segment per iteration
         return fit_lbfgsb(model, maxiter=total - first, progress=progress,
