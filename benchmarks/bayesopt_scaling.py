@@ -27,7 +27,7 @@ BoTorch's `SingleTaskGP`, in two parts:
    design, so a change of the machine's load hits both. The wall-clock seconds of each fit
    and each acquisition are recorded with one torch thread.
 
-The machine's float64 GEMM rate (`sparsegp.benchmarking.speed._gemm_seconds`, the product
+The machine's float64 GEMM rate (`sparsegp.benchmarking.speed.gemm_seconds`, the product
 `sparsegp bench speed` measures its rates against) is measured at the start and at the end.
 
     OMP_NUM_THREADS=1 python benchmarks/bayesopt_scaling.py            # the full run (≈ 10 min)
@@ -69,7 +69,7 @@ from botorch.test_functions import Ackley, Branin, Hartmann
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import sparsegp as sg
-from sparsegp.benchmarking.speed import _gemm_seconds, machine
+from sparsegp.benchmarking.speed import gemm_seconds, machine
 from sparsegp.botorch import as_botorch, set_botorch_priors
 
 DT = torch.float64
@@ -281,7 +281,7 @@ def scaling(args, rows: list[dict]) -> None:
 
 def gemm_rate() -> float:
     """GFLOP/s of one float64 [1000, 1000] @ [1000, 1000] product (best of three)."""
-    return 2 * 1000**3 / _gemm_seconds(1000, 1000) / 1e9
+    return 2 * 1000**3 / gemm_seconds(1000, 1000) / 1e9
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

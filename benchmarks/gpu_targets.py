@@ -55,7 +55,7 @@ class Run:
         return quick if self.quick else full
 
     def sync(self) -> None:
-        speed._synchronise(self.device)
+        speed.synchronise(self.device)
 
     def timed(self, step: Callable[[], Any], repeats: int = 3) -> float:
         step()  # warm-up
@@ -251,12 +251,12 @@ def exact(run: Run) -> None:
     params = [p for p in model.parameters() if p.requires_grad]
     if run.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(run.device)
-    base = speed._peak_rss(run.device)
+    base = speed.peak_rss(run.device)
 
     def step() -> None:
         torch.autograd.grad(model.training_loss(), params)
     seconds = run.timed(step, repeats=1)
-    matrices = (speed._peak_rss(run.device) - base) / (8 * N * N)
+    matrices = (speed.peak_rss(run.device) - base) / (8 * N * N)
     run.row("exact", f"N={N}", matrices, 3.0, False, "N×N matrices at peak", seconds=seconds,
             note="" if run.device.startswith("cuda") else "CPU: peak resident set, not torch's")
 

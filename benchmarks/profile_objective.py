@@ -29,7 +29,7 @@ def main() -> None:
     p.add_argument("--method", default="vfe", choices=sorted(speed.METHODS))
     p.add_argument("--rows", type=int, default=12, help="operators listed")
     args = p.parse_args()
-    X, y, Z = speed._problem(args.N, args.M, device=args.device)
+    X, y, Z = speed.random_problem(args.N, args.M, device=args.device)
     approx, alpha, flops_per = speed.METHODS[args.method]
     model = sg.SGPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=[2.0] * X.shape[1]),
                     inducing_points=Z, approximation=approx, alpha=alpha, noise_variance=0.1,
@@ -38,7 +38,7 @@ def main() -> None:
 
     def step() -> None:
         torch.autograd.grad(model.training_loss(), params)
-        speed._synchronise(args.device)
+        speed.synchronise(args.device)
     step()  # warm-up
     cuda = args.device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import sparsegp as sg
-from sparsegp.benchmarking.speed import _gemm_seconds
+from sparsegp.benchmarking.speed import gemm_seconds
 from sparsegp.training import ep
 from sparsegp.training.site_sums import RunningSiteSums
 
@@ -41,7 +41,7 @@ def main() -> None:
         t = time.perf_counter()
         RunningSiteSums(base)
         sweep = min(sweep, time.perf_counter() - t)
-    rate = 2 * 1024 * 1024 * 4096 / _gemm_seconds(1024, 4096)  # the machine's GEMM rate
+    rate = 2 * 1024 * 1024 * 4096 / gemm_seconds(1024, 4096)  # the machine's GEMM rate
     print(f"N = {args.N}, M = {args.M}, batch {args.batch}, {args.threads} thread(s); one pass "
           f"for the sums over all the sites {sweep:.3f} s = "
           f"{sweep * rate / (2 * args.N * args.M**2):.1f}× the GEMM time of its 2·N·M² "

@@ -25,7 +25,7 @@ import time
 import torch
 
 import sparsegp as sg
-from sparsegp.benchmarking.speed import _problem
+from sparsegp.benchmarking.speed import random_problem
 from sparsegp.covariances import cross_covariance
 from sparsegp.objectives.collapsed.sums import add_gram_lower_
 from sparsegp.runtime.chunking import auto_chunk_size
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     N, M = args.N, args.M
-    X, y, Z = _problem(N, M)
+    X, y, Z = random_problem(N, M)
     kernel = sg.kernels.SquaredExponential(lengthscale=[2.0] * X.shape[1])
     kuf = cross_covariance(sg.features.InducingPoints(Z.clone()), kernel)
     B = min(N, auto_chunk_size(M, 8))

@@ -49,6 +49,12 @@ class SecondDerivativeError(RuntimeError):
     """A second derivative was asked of a gradient that is only right to first order."""
 
 
+def transforms_active() -> bool:
+    """Whether a torch.func transform (grad, vmap, jacrev, …) is running. torch has no public
+    way to ask: this is the one place that uses its private one."""
+    return bool(torch._C._are_functorch_transforms_active())
+
+
 def refusal(what: str, why: str) -> str:
     """The one message of every refusal."""
     return f"second derivatives of {what} are not supported: {why}"

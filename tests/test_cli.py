@@ -97,7 +97,6 @@ def test_python_dash_m_entry_point():
     assert out.stdout.startswith("sparsegp ")
 
 
-
 def test_predict_writes_a_column_pair_per_output_of_multi_output_models(tmp_path, capsys):
     import sparsegp as sg
 

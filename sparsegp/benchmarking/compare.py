@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING
 
 from .speed import (
     METHODS,
-    _gb,
-    _gemm_seconds,
-    _peak_rss,
-    _problem,
-    _run,
-    _synchronise,
     bench_parser,
+    gemm_seconds,
+    gigabytes,
     machine,
     parse_bench_args,
+    peak_rss,
+    random_problem,
     report,
+    run_in_subprocess,
+    synchronise,
 )
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ SQUARE = 2048
 
 
 def _data(method: str, N: int):
-    X, y, _ = _problem(N, 0)
+    X, y, _ = random_problem(N, 0)
     return (X[:, :1], y) if method == "ski" else (X, y)
 
 
@@ -84,7 +84,7 @@ def gemm_rate(method: str, N: int, size: int, device: str) -> float:
 
         m = size
         b = min(N, auto_chunk_size(size, 8, device=torch.device(device)))
-    return 2.0 * m * m * b / _gemm_seconds(m, b, device)
+    return 2.0 * m * m * b / gemm_seconds(m, b, device)
 
 
 def _sparsegp(method: str, X, y, size: int):
@@ -118,7 +118,7 @@ def _sparsegp(method: str, X, y, size: int):
     return step
 
 
-def _gpytorch(method: str, X, y, size: int):
+def gpytorch_model(method: str, X, y, size: int):
     import gpytorch
     import torch
 
@@ -202,20 +202,20 @@ def worker(spec: dict) -> dict:
     method, N, size, library = spec["method"], spec["N"], spec["size"], spec["library"]
     device = spec.get("device") or "cpu"
     X, y = (t.to(device) for t in _data(method, N))
-    baseline = _peak_rss(device)
-    step = {"sparsegp": _sparsegp, "gpytorch": _gpytorch, "gpflow": _gpflow}[library](
+    baseline = peak_rss(device)
+    step = {"sparsegp": _sparsegp, "gpytorch": gpytorch_model, "gpflow": _gpflow}[library](
         method, X, y, size)
     step()  # warm-up
     flops = counted_flops(method, N, size)
     rate = gemm_rate(method, N, size, device) if flops is not None else None
-    _synchronise(device)
+    synchronise(device)
     t = time.perf_counter()
     value = step()  # float(...) of the objective waits for the device
-    _synchronise(device)
+    synchronise(device)
     seconds = time.perf_counter() - t
     return {**spec, "seconds": seconds, "value": value,
             "of_gemm": None if rate is None or flops is None else flops / seconds / rate,
-            "above_baseline_bytes": _peak_rss(device) - baseline}
+            "above_baseline_bytes": peak_rss(device) - baseline}
 
 
 def _available(library: str) -> bool:
@@ -237,7 +237,7 @@ def format_results(rows: list[dict]) -> str:
         ratio = r["seconds"] / base.get((r["method"], r["N"]), float("nan"))
         of_gemm = "—" if r.get("of_gemm") is None else f"{r['of_gemm']:.0%}"
         lines.append(head + f"{r['seconds']:.3f} | {ratio:.2f} | {of_gemm} | {r['value']:.3f} | "
-                     f"{_gb(r['above_baseline_bytes'])} |")
+                     f"{gigabytes(r['above_baseline_bytes'])} |")
     return "\n".join(lines)
 
 
@@ -267,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not _available(lib):
                     runs[lib].append({**spec, "skipped": f"skipped: {lib} is not installed"})
                 else:
-                    runs[lib].append(_run(spec, __name__))
+                    runs[lib].append(run_in_subprocess(spec, __name__))
         for lib in libraries:
             done = [r for r in runs[lib] if "seconds" in r]
             if done:

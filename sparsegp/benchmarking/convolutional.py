@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from .speed import _gb, _peak_rss, _run, bench_parser, machine, parse_bench_args, report
+from .speed import bench_parser, gigabytes, machine, parse_bench_args, peak_rss, report, run_in_subprocess
 
 # (image side, patch side, weighted, M, minibatch B)
 FULL_CASES = [(28, 3, False, 750, 100), (28, 3, True, 750, 100),
@@ -145,7 +145,7 @@ def _build(spec: dict) -> tuple[SVGP, Tensor, Tensor]:
     return model, *model.internal_batch(X[:B], y[:B])
 
 
-def _gemm_seconds(B: int, Q: int, M: int, d: int) -> float:
+def gemm_seconds(B: int, Q: int, M: int, d: int) -> float:
     """[B·Q, d] @ [d, M] plus B × [Q, d] @ [d, Q] in float64, into outputs allocated (and their
     pages touched) beforehand: each the best of three."""
     import torch
@@ -186,7 +186,7 @@ def worker(spec: dict) -> dict:
 
     model, Xb, yb = _build(spec)
     params = [p for p in model.parameters() if p.requires_grad]
-    baseline = _peak_rss()
+    baseline = peak_rss()
     naive = spec["setup"] == "naive per-patch"
     if naive:
         estimate = _naive_estimate(model, Xb)
@@ -210,13 +210,13 @@ def worker(spec: dict) -> dict:
     flops = 2 * B * Q * M * d + 2 * B * Q * Q * d
     seconds, ratios = [], []
     for _ in range(spec["repeats"]):
-        g = _gemm_seconds(B, Q, M, d)
+        g = gemm_seconds(B, Q, M, d)
         t = time.perf_counter()
         step()
         t = time.perf_counter() - t
         seconds.append(t)
         ratios.append(g / t)
-    memory = _peak_rss() - baseline
+    memory = peak_rss() - baseline
     if naive:  # after the measurements, so that the library's step is not in the naive peak
         _check_naive(model, Xb, yb, value, grads, params)
     t = statistics.median(seconds)
@@ -246,7 +246,7 @@ def format_results(rows: list[dict]) -> str:
         ratio = r["seconds"] / base.get(tuple(r[k] for k in key), math.nan)
         lines.append(f"{head} {r['seconds']:.3f} | {_figure(r['images_per_second'])} | {ratio:.2f} | "
                      f"{_figure(r['gflops'])} | {_figure(100 * r['fraction'])}% | "
-                     f"{_gb(r['above_baseline_bytes'])} |")
+                     f"{gigabytes(r['above_baseline_bytes'])} |")
     return "\n".join(lines)
 
 
@@ -262,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for setup in SETUPS:
             spec = {"side": side, "patch": patch, "weighted": weighted, "M": M, "B": B,
                     "setup": setup, "repeats": repeats}
-            row = _run(spec, __name__)
+            row = run_in_subprocess(spec, __name__)
             rows.append(row)
             print(json.dumps(row), flush=True)
     report(format_results(rows), args.out)

@@ -23,15 +23,15 @@ from typing import cast
 
 from .speed import (
     D,
-    _gb,
-    _gemm_seconds,
-    _peak_rss,
-    _problem,
-    _run,
     bench_parser,
+    gemm_seconds,
+    gigabytes,
     machine,
     parse_bench_args,
+    peak_rss,
+    random_problem,
     report,
+    run_in_subprocess,
 )
 
 FULL_CASES = [(10_000, 50, 20), (10_000, 200, 5), (10_000, 200, 20), (100_000, 100, 10)]
@@ -49,10 +49,10 @@ def worker(spec: dict) -> dict:
     from sparsegp.runtime.chunking import auto_chunk_size
 
     N, M, C, setup, repeats = spec["N"], spec["M"], spec["C"], spec["setup"], spec["repeats"]
-    X, y, _ = _problem(N, 1)
+    X, y, _ = random_problem(N, 1)
     feature = sg.features.SumOfDeltas.from_data(X, M, num_deltas=C)
     kernel = sg.kernels.SquaredExponential(lengthscale=[2.0] * D, variance=1.0)
-    baseline = _peak_rss()
+    baseline = peak_rss()
     inducing: sg.features.InducingFeature
     if setup == "points M·C":
         inducing = sg.features.InducingPoints(feature.points().detach())
@@ -77,7 +77,7 @@ def worker(spec: dict) -> dict:
     flops = 2 * N * M * C * (D + 2) + 3 * N * M * M
     seconds, ratios = [], []
     for _ in range(repeats):
-        g = _gemm_seconds(M, B)
+        g = gemm_seconds(M, B)
         t = time.perf_counter()
         step()
         t = time.perf_counter() - t
@@ -85,7 +85,7 @@ def worker(spec: dict) -> dict:
         ratios.append((flops / t) / (2 * M * M * B / g))
     t = statistics.median(seconds)
     return {**spec, "seconds": t, "gflops": flops / t / 1e9, "fraction": statistics.median(ratios),
-            "above_baseline_bytes": _peak_rss() - baseline}
+            "above_baseline_bytes": peak_rss() - baseline}
 
 
 def format_results(rows: list[dict]) -> str:
@@ -102,7 +102,7 @@ def format_results(rows: list[dict]) -> str:
         ratio = r["seconds"] / base[key] if key in base else float("nan")
         rate = (f"{r['gflops']:.1f} | {r['fraction']:.0%}" if r["setup"] == "deltas" else " | ")
         lines.append(f"| {r['N']:,} | {r['M']} | {r['C']} | {r['setup']} | {r['seconds']:.3f} | "
-                     f"{ratio:.2f} | {rate} | {_gb(r['above_baseline_bytes'])} |")
+                     f"{ratio:.2f} | {rate} | {gigabytes(r['above_baseline_bytes'])} |")
     return "\n".join(lines)
 
 
@@ -118,11 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for setup in SETUPS:
             spec = {"N": N, "M": M, "C": C, "setup": setup, "repeats": repeats}
             if setup != "deltas" and 4 * N * M * C * 8 > NAIVE_MEMORY_LIMIT:
-                row = {**spec, "skipped": f"skipped: needs ≈ {_gb(4 * N * M * C * 8)} GB"}
+                row = {**spec, "skipped": f"skipped: needs ≈ {gigabytes(4 * N * M * C * 8)} GB"}
             elif setup == "points M·C" and M * C > 4000:
                 row = {**spec, "skipped": "skipped: an (M·C)² algebra above 4000²"}
             else:
-                row = _run(spec, __name__)
+                row = run_in_subprocess(spec, __name__)
             rows.append(row)
             print(json.dumps(row), flush=True)
     report(format_results(rows), args.out)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 
 from .compare import LENGTHSCALE, NOISE, VARIANCE
-from .speed import _gb, _peak_rss, _run, bench_parser, machine, parse_bench_args, report
+from .speed import bench_parser, gigabytes, machine, parse_bench_args, peak_rss, report, run_in_subprocess
 
 FULL_CASES = [(10_000, 1, 1000), (100_000, 1, 5000), (10_000, 2, 100), (100_000, 2, 150),
               (20_000, 3, 30)]
@@ -49,11 +49,11 @@ def worker(spec: dict) -> dict:
 
     N, D, G, setup, repeats = spec["N"], spec["D"], spec["G"], spec["setup"], spec["repeats"]
     X, y = _data(N, D)
-    baseline = _peak_rss()
+    baseline = peak_rss()
     if setup == "gpytorch":
-        from .compare import _gpytorch  # the same GPyTorch KISS-GP, hyperparameters and settings
+        from .compare import gpytorch_model  # the same GPyTorch KISS-GP, hyperparameters and settings
 
-        step = _gpytorch("ski", X, y, G)
+        step = gpytorch_model("ski", X, y, G)
     else:
         import sparsegp as sg
         from sparsegp.objectives.exact import exact_log_marginal_likelihood
@@ -85,7 +85,7 @@ def worker(spec: dict) -> dict:
         v = step()
         seconds.append(time.perf_counter() - t)
     return {**spec, "seconds": statistics.median(seconds), "value": float(v),
-            "above_baseline_bytes": _peak_rss() - baseline}
+            "above_baseline_bytes": peak_rss() - baseline}
 
 
 def format_results(rows: list[dict]) -> str:
@@ -101,7 +101,7 @@ def format_results(rows: list[dict]) -> str:
             continue
         ratio = r["seconds"] / base[key] if key in base else float("nan")
         lines.append(f"| {r['N']:,} | {r['D']} | {r['G']} | {r['setup']} | {r['seconds']:.3f} | "
-                     f"{ratio:.2f} | {r['value']:.2f} | {_gb(r['above_baseline_bytes'])} |")
+                     f"{ratio:.2f} | {r['value']:.2f} | {gigabytes(r['above_baseline_bytes'])} |")
     return "\n".join(lines)
 
 
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif setup == "dense" and N > DENSE_MAX:
                 row = {**spec, "skipped": f"skipped: N > {DENSE_MAX} (an N×N factorisation)"}
             else:
-                row = _run(spec, __name__)
+                row = run_in_subprocess(spec, __name__)
             rows.append(row)
             print(json.dumps(row), flush=True)
     report(format_results(rows), args.out)

@@ -34,7 +34,7 @@ D = 8
 NAIVE_MEMORY_LIMIT = 6 * 2**30  # bytes; the naive baseline is skipped above this estimate
 
 
-def _peak_rss(device: str = "cpu") -> int:
+def peak_rss(device: str = "cpu") -> int:
     """Peak memory of this process: its resident set on a CPU, torch's peak allocation on a
     CUDA device."""
     if device.startswith("cuda"):
@@ -44,7 +44,7 @@ def _peak_rss(device: str = "cpu") -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
-def _synchronise(device: str) -> None:
+def synchronise(device: str) -> None:
     """Wait for the device's queued work (CUDA runs asynchronously; timings must not)."""
     if device.startswith("cuda"):
         import torch
@@ -52,7 +52,7 @@ def _synchronise(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def _problem(N: int, M: int, seed: int = 0, device: str = "cpu"):
+def random_problem(N: int, M: int, seed: int = 0, device: str = "cpu"):
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -62,7 +62,7 @@ def _problem(N: int, M: int, seed: int = 0, device: str = "cpu"):
     return X.to(device), y.to(device), Z.to(device)
 
 
-def _gemm_seconds(M: int, B: int, device: str = "cpu") -> float:
+def gemm_seconds(M: int, B: int, device: str = "cpu") -> float:
     """One float64 product of the chunk's shapes, [M, B] @ [B, M] (best of three)."""
     import torch
 
@@ -70,10 +70,10 @@ def _gemm_seconds(M: int, B: int, device: str = "cpu") -> float:
     K2 = torch.randn(M, B, dtype=torch.float64, device=device)
     best = float("inf")
     for _ in range(3):
-        _synchronise(device)
+        synchronise(device)
         t = time.perf_counter()
         K @ K2.mT
-        _synchronise(device)
+        synchronise(device)
         best = min(best, time.perf_counter() - t)
     return best
 
@@ -88,8 +88,8 @@ def worker(spec: dict) -> dict:
 
     N, M, method, repeats = spec["N"], spec["M"], spec["method"], spec["repeats"]
     device = spec.get("device") or "cpu"
-    X, y, Z = _problem(N, M, device=device)
-    baseline = _peak_rss(device)
+    X, y, Z = random_problem(N, M, device=device)
+    baseline = peak_rss(device)
     B = min(N, spec.get("chunk_size") or auto_chunk_size(M, 8, device=torch.device(device)))
     kernel = sg.kernels.SquaredExponential(lengthscale=[2.0] * D, variance=1.0).to(device)
     if method == "predict":
@@ -114,16 +114,16 @@ def worker(spec: dict) -> dict:
     seconds, ratios = [], []
     flops = METHODS[method.removeprefix("naive-")][2] * N * M * M
     for _ in range(repeats):
-        g = _gemm_seconds(M, B, device)
-        _synchronise(device)
+        g = gemm_seconds(M, B, device)
+        synchronise(device)
         t = time.perf_counter()
         step()
-        _synchronise(device)
+        synchronise(device)
         t = time.perf_counter() - t
         seconds.append(t)
         ratios.append((flops / t) / (2 * M * M * B / g))
-    gemm = 2 * M * M * B / _gemm_seconds(M, B, device) / 1e9
-    peak = _peak_rss(device)
+    gemm = 2 * M * M * B / gemm_seconds(M, B, device) / 1e9
+    peak = peak_rss(device)
     return {**spec, "chunk_size": B, "seconds": statistics.median(seconds),
             "gflops": flops / statistics.median(seconds) / 1e9,
             "fraction": statistics.median(ratios), "gemm_gflops": gemm,
@@ -146,12 +146,12 @@ def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
     post.predict_f(Xs[:B])  # warm-up
     seconds, ratios = [], []
     for _ in range(spec["repeats"]):
-        g = _gemm_seconds(M, B, device)
-        _synchronise(device)
+        g = gemm_seconds(M, B, device)
+        synchronise(device)
         t = time.perf_counter()
         with torch.no_grad():
             post.predict_f(Xs)
-        _synchronise(device)
+        synchronise(device)
         t = time.perf_counter() - t
         seconds.append(t)
         bound = 2 * M * M * B / g / (2 * M * M)  # points/s if only the variance's product ran
@@ -159,11 +159,11 @@ def _predict_worker(spec: dict, X, y, Z, kernel, baseline: int) -> dict:
     t = statistics.median(seconds)
     return {**spec, "chunk_size": B, "seconds": t, "points_per_second": n_test / t,
             "fraction": statistics.median(ratios),
-            "bound_points_per_second": 2 * M * M * B / _gemm_seconds(M, B, device) / (2 * M * M),
-            "peak_bytes": _peak_rss(device), "above_baseline_bytes": _peak_rss(device) - baseline}
+            "bound_points_per_second": 2 * M * M * B / gemm_seconds(M, B, device) / (2 * M * M),
+            "peak_bytes": peak_rss(device), "above_baseline_bytes": peak_rss(device) - baseline}
 
 
-def _run(spec: dict, module: str = "sparsegp.benchmarking.speed") -> dict:
+def run_in_subprocess(spec: dict, module: str = "sparsegp.benchmarking.speed") -> dict:
     """One case in a fresh process running `module --worker SPEC`; its measurements."""
     cmd = [sys.executable, "-m", module, "--worker", json.dumps(spec)]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -192,7 +192,7 @@ def machine(device: str = "cpu") -> str:
             f"{platform.system()} {platform.machine()}")
 
 
-def _gb(b: float) -> str:
+def gigabytes(b: float) -> str:
     return f"{b / 2**30:.2f}"
 
 
@@ -210,7 +210,7 @@ def format_results(rows: list[dict]) -> str:
         lines.append(
             f"| {r['N']:,} | {r['M']} | {r['method']} | {r['chunk_size']} | {r['seconds']:.3f} | "
             f"{r['gflops']:.1f} | {r['fraction']:.0%} | {r['gemm_gflops']:.1f} | "
-            f"{_gb(r['peak_bytes'])} | {_gb(r['above_baseline_bytes'])} |")
+            f"{gigabytes(r['peak_bytes'])} | {gigabytes(r['above_baseline_bytes'])} |")
     preds = [r for r in rows if r["method"] == "predict" and "error" not in r]
     if preds:
         lines += ["", "| test points | M | seconds | points / s | bound from GEMM rate | of bound "
@@ -218,7 +218,7 @@ def format_results(rows: list[dict]) -> str:
         for r in preds:
             lines.append(f"| {r['n_test']:,} | {r['M']} | {r['seconds']:.3f} | "
                          f"{r['points_per_second']:,.0f} | {r['bound_points_per_second']:,.0f} | "
-                         f"{r['fraction']:.0%} | {_gb(r['peak_bytes'])} |")
+                         f"{r['fraction']:.0%} | {gigabytes(r['peak_bytes'])} |")
     return "\n".join(lines)
 
 
@@ -291,14 +291,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             spec = {"N": N, "M": M, "method": method, "repeats": repeats,
                     "chunk_size": args.chunk_size, "device": args.device}
             if method.startswith("naive-") and 7 * N * M * 8 > NAIVE_MEMORY_LIMIT:
-                row = {**spec, "skipped": f"skipped: needs ≈ {_gb(7 * N * M * 8)} GB"}
+                row = {**spec, "skipped": f"skipped: needs ≈ {gigabytes(7 * N * M * 8)} GB"}
             else:
-                row = _run(spec)
+                row = run_in_subprocess(spec)
             rows.append(row)
             print(json.dumps(row), flush=True)
     n_test = 20_000 if args.quick else 1_000_000
     M_pred = 50 if args.quick else 500
-    rows.append(_run({"N": 10_000 if not args.quick else 2_000, "M": M_pred, "method": "predict",
+    rows.append(run_in_subprocess({"N": 10_000 if not args.quick else 2_000, "M": M_pred, "method": "predict",
                       "n_test": n_test, "repeats": repeats, "device": args.device}))
     report(format_results(rows), args.out, args.device)
     return 0

@@ -8,9 +8,9 @@ import torch
 from torch import Tensor
 
 from ..features.inducing_points import InducingPoints
-from ..kernels.arccosine import _DIAGONAL, _SNAP, ArcCosine
+from ..kernels.arccosine import DIAGONAL, SNAP, ArcCosine
 from .chunked import CrossCovariance
-from .inducing_points import _Points
+from .inducing_points import Points
 from .registry import register
 
 
@@ -19,7 +19,7 @@ class ArcCosineCrossCovariance(CrossCovariance):
     """Kuf = (σ²/π) J_n(c) R^n, R = ‖z‖ ‖x‖, c = clamp((Σ_d w_d z_d x_d + b)/R, −1, 1), with
     ‖x‖² = q_x = Σ_d w_d x_d² + b: one matrix product (Z w) Xᵀ per chunk, then the kernel's
     own elementwise steps in its order (the same clamp, and for order 0 the same snapping of
-    cosines within `_SNAP` rounding units of 1 to 1), so that the value is `ArcCosine.K`'s.
+    cosines within `SNAP` rounding units of 1 to 1), so that the value is `ArcCosine.K`'s.
 
     Gradient (G = gK, g = gkdiag, summed over chunks; ν = ‖x‖, ζ = ‖z‖, s = σ²/π): with
     J'_0 = 1/sin θ (0 at sin θ = 0, so at the snapped cosines), J'_1 = J_0, J'_2 = 4 J_1 and
@@ -33,7 +33,7 @@ class ArcCosineCrossCovariance(CrossCovariance):
     ν^(n−1)] per chunk gives F X and Σ F, and the rest are row and column sums.
     """
 
-    def __init__(self, feature: _Points, kernel: ArcCosine,
+    def __init__(self, feature: Points, kernel: ArcCosine,
                  dtype: torch.dtype | None = None) -> None:
         Z, var = feature.Z, kernel.value("variance")
         w, b = kernel.value("weight_variances"), kernel.value("bias_variance")
@@ -66,11 +66,11 @@ class ArcCosineCrossCovariance(CrossCovariance):
         return dot.div_(outer), outer, nx
 
     def _clamped(self, c: Tensor) -> Tensor:
-        """The kernel's cosines, in place: clamped into [−1, 1] (order 0: within `_SNAP`
+        """The kernel's cosines, in place: clamped into [−1, 1] (order 0: within `SNAP`
         rounding units of 1 set to 1)."""
         c = c.clamp_(-1.0, 1.0)
         if self.order == 0:
-            c.masked_fill_(c >= 1.0 - _SNAP * torch.finfo(c.dtype).eps, 1.0)
+            c.masked_fill_(c >= 1.0 - SNAP * torch.finfo(c.dtype).eps, 1.0)
         return c
 
     def value(self, Xb: Tensor, out: Tensor | None = None) -> Tensor:
@@ -82,7 +82,7 @@ class ArcCosineCrossCovariance(CrossCovariance):
 
     def kdiag(self, Xb: Tensor) -> Tensor:
         q = self._squared_norms(self._cast(Xb))
-        return (self.var * _DIAGONAL[self.order]) * q ** self.order
+        return (self.var * DIAGONAL[self.order]) * q ** self.order
 
     def grad_zeros(self) -> list[Tensor]:
         M, D = self.Z.shape
@@ -115,7 +115,7 @@ class ArcCosineCrossCovariance(CrossCovariance):
         state[6].add_(P.sum())
         if gkdiag is not None:
             g = gkdiag.to(self.dtype)
-            d = _DIAGONAL[self.order]
+            d = DIAGONAL[self.order]
             qx = nx * nx
             state[5].add_(torch.dot(g, qx ** n) * d)
             if n:

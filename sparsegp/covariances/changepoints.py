@@ -8,7 +8,7 @@ from torch import Tensor
 from ..features.inducing_points import InducingPoints
 from ..kernels.changepoints import ChangePoints
 from .chunked import CrossCovariance, cross_covariance
-from .inducing_points import _Points
+from .inducing_points import Points
 from .registry import register
 
 
@@ -27,7 +27,7 @@ class ChangePointsCrossCovariance(CrossCovariance):
     listed once and take the sum of their gradients.
     """
 
-    def __init__(self, feature: _Points, kernel: ChangePoints,
+    def __init__(self, feature: Points, kernel: ChangePoints,
                  dtype: torch.dtype | None = None) -> None:
         self.changepoints = kernel
         self.parts = [cross_covariance(feature, k, dtype) for k in kernel.kernels]

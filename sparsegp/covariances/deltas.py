@@ -57,7 +57,7 @@ def _kuu(feature: SumOfDeltas, kernel: Kernel) -> Tensor:
     return 0.5 * (K + K.mT)
 
 
-class _Points:
+class Points:
     """The M·C delta locations seen as inducing points by the points' chunked Kuf."""
 
     def __init__(self, Z: Tensor) -> None:
@@ -71,7 +71,7 @@ class DeltasCrossCovariance(CrossCovariance):
 
     def __init__(self, feature: SumOfDeltas, kernel: SquaredExponential,
                  dtype: torch.dtype | None = None) -> None:
-        self.inner = SquaredExponentialCrossCovariance(_Points(feature.points()), kernel, dtype)
+        self.inner = SquaredExponentialCrossCovariance(Points(feature.points()), kernel, dtype)
         self.M, self.C = feature.num_inducing, feature.num_deltas
         self.num_inducing, self.width, self.dtype = self.M, self.M * self.C, self.inner.dtype
         self.inputs = (*self.inner.inputs, feature.weights)

@@ -25,7 +25,7 @@ def _kuf_points(feature: InducingPoints, kernel: Kernel, X: Tensor) -> Tensor:
     return kernel.K(feature.Z, X)
 
 
-class _Points(Protocol):
+class Points(Protocol):
     """What the chunked Kuf reads of its feature: the points Z [M, D]."""
 
     @property
@@ -77,7 +77,7 @@ class SquaredExponentialCrossCovariance(CentredPointsCrossCovariance):
     product H [x̃, 1, x̃²] per chunk (Σ_b s_b x̃²_bd = Σ_m (H x̃²)_md).
     """
 
-    def __init__(self, feature: _Points, kernel: SquaredExponential,
+    def __init__(self, feature: Points, kernel: SquaredExponential,
                  dtype: torch.dtype | None = None) -> None:
         Z, ell, var = feature.Z, kernel.value("lengthscale"), kernel.value("variance")
         self.inputs = (Z, ell, var)

@@ -8,7 +8,7 @@ from torch import Tensor
 from ..features.inducing_points import InducingPoints
 from ..kernels.polynomial import Polynomial
 from .chunked import CrossCovariance
-from .inducing_points import _Points
+from .inducing_points import Points
 from .registry import register
 
 
@@ -23,7 +23,7 @@ class PolynomialCrossCovariance(CrossCovariance):
     costs two thin products (T and P X) and a few passes over [M, B].
     """
 
-    def __init__(self, feature: _Points, kernel: Polynomial,
+    def __init__(self, feature: Points, kernel: Polynomial,
                  dtype: torch.dtype | None = None) -> None:
         Z, var = feature.Z, kernel.value("variance")
         offset = kernel.value("offset") if kernel.has_offset else None

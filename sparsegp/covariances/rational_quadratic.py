@@ -8,7 +8,7 @@ from torch import Tensor
 from ..features.inducing_points import InducingPoints
 from ..kernels.rational_quadratic import RationalQuadratic
 from ..kernels.stationary import se_augmented
-from .inducing_points import CentredPointsCrossCovariance, _Points, se_cross_gradients
+from .inducing_points import CentredPointsCrossCovariance, Points, se_cross_gradients
 from .registry import register
 
 
@@ -23,7 +23,7 @@ class RationalQuadraticCrossCovariance(CentredPointsCrossCovariance):
     ∂σ² = Σ H/σ² + Σ gkdiag and ∂α = Σ H ∘ (u/(1 + u) − log(1 + u)) = Σ H − Σ H' − Σ H log(1 + u).
     """
 
-    def __init__(self, feature: _Points, kernel: RationalQuadratic,
+    def __init__(self, feature: Points, kernel: RationalQuadratic,
                  dtype: torch.dtype | None = None) -> None:
         Z, ell = feature.Z, kernel.value("lengthscale")
         var, alpha = kernel.value("variance"), kernel.value("alpha")

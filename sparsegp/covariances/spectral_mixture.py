@@ -11,7 +11,7 @@ from ..features.inducing_points import InducingPoints
 from ..kernels.spectral_mixture import SpectralMixture
 from ..kernels.stationary import se_augmented
 from .chunked import CrossCovariance
-from .inducing_points import _Points, se_cross_gradients
+from .inducing_points import Points, se_cross_gradients
 from .registry import register
 
 
@@ -39,7 +39,7 @@ class SpectralMixtureCrossCovariance(CrossCovariance):
     product per component ([x̃, 1, x̃²]) and one per component and column ([1, x_d]).
     """
 
-    def __init__(self, feature: _Points, kernel: SpectralMixture,
+    def __init__(self, feature: Points, kernel: SpectralMixture,
                  dtype: torch.dtype | None = None) -> None:
         Z = feature.Z
         w, mu, s = kernel.value("weights"), kernel.value("means"), kernel.value("scales")

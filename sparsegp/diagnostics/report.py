@@ -16,9 +16,10 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+from torch import Tensor
 
 from ..distributed import (
     column_mean_std,
@@ -28,6 +29,7 @@ from ..distributed import (
     is_distributed,
     pooled_rows,
 )
+from ..features.base import InducingFeature
 from ..features.inducing_points import InducingPoints
 from ..linalg import JitterWarning
 from ..objectives.collapsed.members import (
@@ -39,10 +41,10 @@ from ..objectives.exact import exact_log_marginal_likelihood
 from ..validation import positive_float, positive_int
 from .bounds import QUADRATIC_MAX_DATA, quadratic_upper_bound
 from .convergence import material_nats
-from .noise import noise_warning, supported_noise
+from .noise import NoiseSupport, noise_warning, supported_noise
 from .placement import inducing_placement, placement_warnings
 from .precision import float32_discrepancy
-from .streamed import streamed_numbers
+from .streamed import StreamedNumbers, streamed_numbers
 from .view import RegressionView, view_of
 
 
@@ -274,23 +276,104 @@ def diagnose(
     on n = min(N, `exact_max_data`) rows, plus N² kernel evaluations for the quadratic-form
     bound where it is computed (the bounds leave the gap open and N ≤ `quadratic_max_data`).
     """
+    extra_inducing, overestimate_nats = _checked_thresholds(
+        merge_fraction, far_lengthscales, noise_fraction, gap_per_point, extra_inducing,
+        overestimate_nats, exact_max_data, quadratic_max_data)
+    view, narrow = _in_float64(view_of(model))
+    n = _numbers(view, extra_inducing, exact_max_data)
+    rep = Diagnostics(n.view.label, n.view.approximation_name, n.view.num_data, n.objective,
+                      n.lower, n.upper, n.exact, n.upper - n.lower, False,
+                      n.view.noise_variance, n.noise_ratio, n.num_inducing, None, n.tight,
+                      n.tight_num_inducing, n.tight_lower,
+                      supported_noise=None if n.support is None
+                      else n.support.supported * n.to_user)
+    if n.streamed is not None:
+        rep.notes = n.streamed.notes
+    else:
+        _add_quadratic_bound(rep, n, gap_per_point, quadratic_max_data)
+        if narrow is not None:
+            _check_float32(rep, n, narrow)
+    _check_overestimation(rep, n, overestimate_nats)
+    if n.support is not None and n.support.unsupported(noise_fraction):
+        rep.warnings.append(noise_warning(n.support, n.to_user, n.view.num_data,
+                                          n.problem is not None and n.problem.fam.mode == "pep"))
+    _check_q(rep, n, gap_per_point)
+    if n.problem is not None and not _exact_member(n.problem):  # the inducing variables matter
+        gap_found = _check_gap(rep, n, gap_per_point, quadratic_max_data)
+        # VFE (and an SVGP's ELBO) lose nothing by stacking spare inducing variables or
+        # parking them away from the data: their placement is a finding only beside a gap;
+        # a streamed model's data: the new batch and the old inducing inputs (the summary's)
+        _check_inducing(n.view if n.streamed is None else replace(n.view, X=n.streamed.inputs),
+                        rep, merge_fraction, far_lengthscales,
+                        gap_found or n.problem.fam.mode != "vfe")
+    return rep
+
+
+# -- the sections of `diagnose` ------------------------------------------------------------
+def _checked_thresholds(merge_fraction: float, far_lengthscales: float, noise_fraction: float,
+                        gap_per_point: float, extra_inducing: int | None,
+                        overestimate_nats: float | None, exact_max_data: int,
+                        quadratic_max_data: int) -> tuple[int | None, float | None]:
+    """The thresholds checked (ValueError naming a bad one); returns `extra_inducing` and
+    `overestimate_nats` as numbers (or None: their defaults)."""
     for name, v in (("merge_fraction", merge_fraction), ("far_lengthscales", far_lengthscales),
                     ("noise_fraction", noise_fraction), ("gap_per_point", gap_per_point)):
         positive_float(v, name)
-    if extra_inducing is not None:
-        extra_inducing = positive_int(extra_inducing, "extra_inducing")
-    if overestimate_nats is not None:
-        overestimate_nats = positive_float(overestimate_nats, "overestimate_nats")
-    for name, n in (("exact_max_data", exact_max_data),
-                    ("quadratic_max_data", quadratic_max_data)):
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-            raise ValueError(f"{name} must be an integer (0: never); got {n!r}")
-    view = view_of(model)
-    narrow = None  # the problem in its float32 compute dtype, checked against float64's
-    if view.problem is not None and view.problem.compute_dtype is not None:
-        if view.problem.compute_dtype == torch.float32 and view.objective is None:
-            narrow = view.problem
-        view = replace(view, problem=view.problem._replace(compute_dtype=None))  # float64
+    for name, rows in (("exact_max_data", exact_max_data),
+                       ("quadratic_max_data", quadratic_max_data)):
+        if isinstance(rows, bool) or not isinstance(rows, numbers.Integral):
+            raise ValueError(f"{name} must be an integer (0: never); got {rows!r}")
+    return (None if extra_inducing is None else positive_int(extra_inducing, "extra_inducing"),
+            None if overestimate_nats is None
+            else positive_float(overestimate_nats, "overestimate_nats"))
+
+
+def _in_float64(view: RegressionView) -> tuple[RegressionView, CollapsedProblem | None]:
+    """The view with its problem in float64, and the problem in its float32 compute dtype
+    (None for float64 work, or a model whose objective is its own), to check it against."""
+    p = view.problem
+    if p is None or p.compute_dtype is None:
+        return view, None
+    narrow = p if p.compute_dtype == torch.float32 and view.objective is None else None
+    return replace(view, problem=p._replace(compute_dtype=None)), narrow
+
+
+class _Numbers(NamedTuple):
+    """What `diagnose` computes before it judges: objectives and bounds in the units of y,
+    the noise support in internal units (`to_user` converts σ² to the units of y)."""
+
+    view: RegressionView  # sharded data: `total_rows` of all ranks, σ² their mean
+    sharded: bool  # the data are sharded over torch.distributed ranks (all ranks run this)
+    noise: Tensor  # σ² (internal units): [] or one per point
+    noise_ratio: float  # σ² / var(y)
+    to_user: float
+    objective: float
+    lower: float
+    upper: float
+    exact: float | None
+    tight: float | None  # the bounds with the tighter set's inducing variables
+    tight_lower: float | None
+    tight_feature: InducingFeature | None
+    support: NoiseSupport | None
+    streamed: StreamedNumbers | None
+
+    @property
+    def problem(self) -> CollapsedProblem | None:
+        return self.view.problem
+
+    @property
+    def num_inducing(self) -> int | None:
+        return None if self.problem is None else self.problem.feature.num_inducing
+
+    @property
+    def tight_num_inducing(self) -> int | None:
+        return None if self.tight_feature is None else self.tight_feature.num_inducing
+
+
+def _numbers(view: RegressionView, extra_inducing: int | None, exact_max_data: int
+             ) -> _Numbers:
+    """The objective, the bounds (at the model's inducing variables and with more), the exact
+    evidence where N ≤ `exact_max_data`, and the noise the data support."""
     sharded = view.sharded and is_distributed()  # every rank runs this, collectives alike
     if sharded:
         view = replace(view, total_rows=count_rows(view.X, True))
@@ -305,63 +388,73 @@ def diagnose(
             local, noise_mean = noise_mean, global_sum(float(noise.sum()), noise) / view.num_data
             view = replace(view, noise_variance=view.noise_variance * noise_mean / local)
         noise_ratio = noise_mean / y_var if y_var > 0 else float("inf")
-        streamed = None
+        to_user = view.noise_variance / noise_mean if noise_mean > 0 else 1.0
+        common = (view, sharded, noise, noise_ratio, to_user)
         if view.summary is not None:  # a streamed model: the new batch and the summary
-            streamed = streamed_numbers(view, extra_inducing, exact_max_data)
-            objective, lower, upper, tight, tight_feature, tight_lower, exact, support = (
-                streamed[:8])
-            tight_m = tight_feature.num_inducing
-        elif p is not None:
-            # one pass over the data gives both bounds at the model's inducing variables
-            lower, upper = (float(b) + offset for b in vfe_bounds(p))
-            if view.objective is not None:  # the model's own (SVGP: the ELBO at its q(u))
-                objective = view.objective + offset
-            else:
-                objective = (lower if p.fam.mode == "vfe"
-                             else float(collapsed_objective(p)) + offset)
-            tight_lower, tight, tight_feature = _tight_bounds(view, extra_inducing)
-            tight_m = tight_feature.num_inducing
-            exact = None
-            if view.num_data <= exact_max_data:
-                X, y, noise_rows = ((view.X, view.y, noise) if not sharded else
-                                    gathered_rows(view.X, view.y, noise, "the exact GP's rows"))
-                exact = float(exact_log_marginal_likelihood(view.kernel.K(X), y,
-                                                            noise_rows)) + offset
+            s = streamed_numbers(view, extra_inducing, exact_max_data)
+            return _Numbers(*common, objective=s.objective, lower=s.lower, upper=s.upper,
+                            exact=s.exact, tight=s.tight, tight_lower=s.tight_lower,
+                            tight_feature=s.tight_feature, support=s.support, streamed=s)
+        support = (supported_noise(view, noise, exact_max_data, sharded)
+                   if noise.dim() == 0 and exact_max_data > 0 else None)
+        if p is None:  # the exact GP: every bound is its evidence
+            evidence = float(exact_log_marginal_likelihood(view.kernel.K(view.X), view.y, noise,
+                                                           view.jitter)) + offset
+            return _Numbers(*common, objective=evidence, lower=evidence, upper=evidence,
+                            exact=evidence, tight=None, tight_lower=None, tight_feature=None,
+                            support=support, streamed=None)
+        # one pass over the data gives both bounds at the model's inducing variables
+        lower, upper = (float(b) + offset for b in vfe_bounds(p))
+        if view.objective is not None:  # the model's own (SVGP: the ELBO at its q(u))
+            objective = view.objective + offset
         else:
-            lower = upper = exact = objective = float(exact_log_marginal_likelihood(
-                view.kernel.K(view.X), view.y, noise, view.jitter)) + offset
-            tight, tight_m, tight_feature, tight_lower = None, None, None, None
-        if streamed is None:
-            support = (supported_noise(view, noise, exact_max_data, sharded)
-                       if noise.dim() == 0 and exact_max_data > 0 else None)
-    approximation = view.approximation_name
-    M = None if p is None else p.feature.num_inducing
-    user_noise = view.noise_variance / float(noise.mean()) if float(noise.mean()) > 0 else 1.0
-    rep = Diagnostics(view.label, approximation, view.num_data, objective, lower, upper, exact,
-                      upper - lower, False, view.noise_variance, noise_ratio, M, None, tight,
-                      tight_m, tight_lower, supported_noise=None if support is None
-                      else support.supported * user_noise)
-    if streamed is not None:
-        rep.notes = streamed.notes
-    elif (p is not None and exact is None and not sharded and noise.dim() == 0
-            and view.num_data <= quadratic_max_data
-            and rep.certified_gap > gap_per_point * view.num_data):
-        # Titsias's bound is loose at small noise: try the quadratic-form bound (O(N²))
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
-            rep.quadratic_upper_bound = float(quadratic_upper_bound(
-                p._replace(feature=tight_feature))) + offset
-    if narrow is not None and streamed is None:
-        with torch.no_grad():
-            rep.float32_objective = float(collapsed_objective(narrow)) + offset
-        imprecise = float32_discrepancy(rep.float32_objective, objective)
-        if imprecise is not None:
-            rep.warnings.append(imprecise)
+            objective = lower if p.fam.mode == "vfe" else float(collapsed_objective(p)) + offset
+        tight_lower, tight, tight_feature = _tight_bounds(view, extra_inducing)
+        exact = None
+        if view.num_data <= exact_max_data:
+            X, y, rows_noise = ((view.X, view.y, noise) if not sharded else
+                                gathered_rows(view.X, view.y, noise, "the exact GP's rows"))
+            exact = float(exact_log_marginal_likelihood(view.kernel.K(X), y, rows_noise)) + offset
+        return _Numbers(*common, objective=objective, lower=lower, upper=upper, exact=exact,
+                        tight=tight, tight_lower=tight_lower, tight_feature=tight_feature,
+                        support=support, streamed=None)
+
+
+def _add_quadratic_bound(rep: Diagnostics, n: _Numbers, gap_per_point: float,
+                         quadratic_max_data: int) -> None:
+    """Titsias's bound is loose at small noise: where it leaves the gap open (and neither the
+    exact evidence nor sharded data decide otherwise), the quadratic-form bound, O(N²), with
+    the tighter set's inducing variables, for N ≤ `quadratic_max_data`."""
+    p, N = n.problem, n.view.num_data
+    if (p is None or n.tight_feature is None or n.exact is not None or n.sharded or n.noise.dim() != 0
+            or N > quadratic_max_data or rep.certified_gap <= gap_per_point * N):
+        return
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitterWarning)  # jitter only loosens the bound
+        rep.quadratic_upper_bound = float(quadratic_upper_bound(
+            p._replace(feature=n.tight_feature))) + n.view.offset
+
+
+def _check_float32(rep: Diagnostics, n: _Numbers, narrow: CollapsedProblem) -> None:
+    """The objective in the float32 compute dtype against float64's."""
+    with torch.no_grad():
+        rep.float32_objective = float(collapsed_objective(narrow)) + n.view.offset
+    imprecise = float32_discrepancy(rep.float32_objective, n.objective)
+    if imprecise is not None:
+        rep.warnings.append(imprecise)
+
+
+def _check_overestimation(rep: Diagnostics, n: _Numbers, overestimate_nats: float | None
+                          ) -> None:
+    """A non-VFE objective above the best upper bound, or above the exact evidence, by more
+    than `overestimate_nats` (default: the material nats of N points)."""
+    p, objective, exact = n.problem, n.objective, n.exact
     best_upper = rep.best_upper_bound
     tol = 1e-6 * (1.0 + abs(best_upper))
     rep.exceeds_upper_bound = p is not None and p.fam.mode != "vfe" and objective > best_upper + tol
-    material = (material_nats(view.num_data) if overestimate_nats is None
+    material = (material_nats(n.view.num_data) if overestimate_nats is None
                 else overestimate_nats)
+    approximation = rep.approximation
     if rep.exceeds_upper_bound and objective > best_upper + material:
         rep.warnings.append(
             f"the {approximation} objective {objective:.6g} exceeds an upper bound "
@@ -375,60 +468,63 @@ def diagnose(
             f"the {approximation} objective {objective:.6g} exceeds the exact log evidence "
             f"{exact:.6g} at these hyperparameters by {objective - exact:.3g} nats: it "
             "over-estimates log p(y), and fitting it favours the wrong hyperparameters")
-    if support is not None and support.unsupported(noise_fraction):
-        rep.warnings.append(noise_warning(support, user_noise, view.num_data,
-                                          p is not None and p.fam.mode == "pep"))
+
+
+def _check_q(rep: Diagnostics, n: _Numbers, gap_per_point: float) -> None:
+    """A model's own objective (an SVGP's ELBO at its q(u)) far below the VFE bound, its
+    maximum over q(u)."""
+    view, objective, lower = n.view, n.objective, n.lower
     if view.objective is not None and lower - objective > gap_per_point * view.num_data:
         rep.warnings.append(
-            f"the {approximation} {objective:.6g} is {lower - objective:.3g} nats "
+            f"the {rep.approximation} {objective:.6g} is {lower - objective:.3g} nats "
             f"({(lower - objective) / view.num_data:.3g} per data point) below the VFE bound "
             f"{lower:.6g}, its maximum over q(u) at these hyperparameters: q(u) is far from its "
             f"optimum ({view.objective_remedy or 'train longer'})")
-    if p is not None and not _exact_member(p):  # the inducing variables matter
-        certified = rep.certified_gap  # any upper bound certifies the lower bound
-        # where log p(y) itself is known, the true gap decides (an upper bound is loose at
-        # small noise: a good fit of nearly noise-free data is never certified by it)
-        gap = certified if exact is None else exact - lower
-        threshold = gap_per_point * view.num_data
-        uncertified = gap > threshold
-        # the bounds at hand cannot decide where the quadratic-form bound was left out for
-        # its cost: warn only if more inducing variables prove the gap (`tight_lower_bound`)
-        proved = None if tight_lower is None else tight_lower - lower
-        undecided = (uncertified and exact is None and streamed is None
-                     and rep.quadratic_upper_bound is None and not sharded
-                     and noise.dim() == 0 and view.num_data > quadratic_max_data
-                     and (proved is None or proved <= threshold))
-        if undecided:
-            rep.notes.append(
-                f"the VFE lower bound and the best upper bound computed are {certified:.3g} "
-                f"nats apart ({certified / view.num_data:.3g} per data point), too loose to "
-                f"decide whether the approximation is close to the exact GP; "
-                + ("" if proved is None else f"M = {tight_m} inducing variables raise the "
-                   f"lower bound by {proved:.3g} nats; ")
-                + f"the quadratic-form upper bound (N² = {view.num_data ** 2:.3g} kernel "
-                f"evaluations) decides: model.diagnostics(quadratic_max_data={view.num_data})")
-        elif uncertified:
-            best = rep.best_upper_bound
-            which = ("the quadratic-form upper bound" if best == rep.quadratic_upper_bound
-                     else f"the upper bound with M = {tight_m}" if best == tight
-                     else "the upper bound")
-            known = ("" if exact is None else f", and log p(y) itself is {gap:.3g} nats "
-                     f"({gap / view.num_data:.3g} per data point) above the lower bound")
-            if exact is None and proved is not None and proved > threshold:
-                known = (f", and M = {tight_m} inducing variables raise the lower bound by "
-                         f"{proved:.3g} nats")
-            rep.warnings.append(
-                f"the VFE lower bound and {which} are {certified:.3g} nats apart "
-                f"({certified / view.num_data:.3g} per data point){known}: the approximation "
-                "is not certified to be close to the exact GP; add inducing variables "
-                "(sparsegp.select_inducing)")
-        # VFE (and an SVGP's ELBO) lose nothing by stacking spare inducing variables or
-        # parking them away from the data: their placement is a finding only beside a gap
-        # a streamed model's data: the new batch and the old inducing inputs (the summary's)
-        _check_inducing(view if streamed is None else replace(view, X=streamed.inputs), rep,
-                        merge_fraction, far_lengthscales,
-                        (uncertified and not undecided) or p.fam.mode != "vfe")
-    return rep
+
+
+def _check_gap(rep: Diagnostics, n: _Numbers, gap_per_point: float, quadratic_max_data: int
+               ) -> bool:
+    """The gap between the VFE bound and log p(y): a warning where it is proved larger than
+    `gap_per_point` · N nats, a note where the bounds at hand cannot decide. Returns whether
+    a gap was found (the placement of the inducing variables is then a finding too)."""
+    N, exact, lower = n.view.num_data, n.exact, n.lower
+    certified = rep.certified_gap  # any upper bound certifies the lower bound
+    # where log p(y) itself is known, the true gap decides (an upper bound is loose at
+    # small noise: a good fit of nearly noise-free data is never certified by it)
+    gap = certified if exact is None else exact - lower
+    threshold = gap_per_point * N
+    if gap <= threshold:
+        return False
+    # the bounds at hand cannot decide where the quadratic-form bound was left out for
+    # its cost: warn only if more inducing variables prove the gap (`tight_lower_bound`)
+    proved = None if n.tight_lower is None else n.tight_lower - lower
+    if (exact is None and n.streamed is None and rep.quadratic_upper_bound is None
+            and not n.sharded and n.noise.dim() == 0 and N > quadratic_max_data
+            and (proved is None or proved <= threshold)):
+        rep.notes.append(
+            f"the VFE lower bound and the best upper bound computed are {certified:.3g} "
+            f"nats apart ({certified / N:.3g} per data point), too loose to "
+            f"decide whether the approximation is close to the exact GP; "
+            + ("" if proved is None else f"M = {rep.tight_num_inducing} inducing variables "
+               f"raise the lower bound by {proved:.3g} nats; ")
+            + f"the quadratic-form upper bound (N² = {N ** 2:.3g} kernel "
+            f"evaluations) decides: model.diagnostics(quadratic_max_data={N})")
+        return False
+    best = rep.best_upper_bound
+    which = ("the quadratic-form upper bound" if best == rep.quadratic_upper_bound
+             else f"the upper bound with M = {rep.tight_num_inducing}"
+             if best == rep.tight_upper_bound else "the upper bound")
+    known = ("" if exact is None else f", and log p(y) itself is {gap:.3g} nats "
+             f"({gap / N:.3g} per data point) above the lower bound")
+    if exact is None and proved is not None and proved > threshold:
+        known = (f", and M = {rep.tight_num_inducing} inducing variables raise the lower bound "
+                 f"by {proved:.3g} nats")
+    rep.warnings.append(
+        f"the VFE lower bound and {which} are {certified:.3g} nats apart "
+        f"({certified / N:.3g} per data point){known}: the approximation "
+        "is not certified to be close to the exact GP; add inducing variables "
+        "(sparsegp.select_inducing)")
+    return True
 
 
 def _exact_member(p: CollapsedProblem) -> bool:

@@ -64,7 +64,6 @@ def far_lengthscales(kernel: Kernel, X: Tensor, sharded: bool = False) -> str | 
     return "; ".join(found) if found else None
 
 
-
 def data_based_values(kernel: Kernel, X: Tensor, signal_variance: float) -> dict[str, Tensor]:
     """The value of every parameter of `kernel` (dotted names, as `named_values`) when the
     kernel takes all its starting values from the inputs X and `signal_variance`, as a model
@@ -72,6 +71,6 @@ def data_based_values(kernel: Kernel, X: Tensor, signal_variance: float) -> dict
     fresh = copy.deepcopy(kernel)
     for part in fresh.modules():
         if isinstance(part, Kernel):
-            part._unset = set(part._floors)  # as if no value had been given
+            part.forget_given_values()
     fresh.initialise_from_data(X, signal_variance)
     return {name: value.detach() for name, value, _, _ in fresh.named_values()}

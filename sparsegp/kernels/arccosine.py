@@ -17,10 +17,10 @@ from ..validation import ArrayLike
 from .base import Kernel, as_inputs, check_input_pair
 
 #: J_n(0)/π: K_diag = σ² ‖x‖^{2n} J_n(0)/π (order 0: 1, order 1: 1, order 2: 3).
-_DIAGONAL = {0: 1.0, 1: 1.0, 2: 3.0}
+DIAGONAL = {0: 1.0, 1: 1.0, 2: 3.0}
 
 #: Order 0 takes cosines within this many rounding units of 1 as exactly 1 (the same direction).
-_SNAP = 16.0
+SNAP = 16.0
 
 
 class _AngularContext(Context, Protocol):
@@ -105,7 +105,7 @@ class ArcCosine(Kernel):
                  weight_variances: ArrayLike | None = None,
                  bias_variance: ArrayLike | None = None, *, ard: bool = False) -> None:
         if (isinstance(order, bool) or not isinstance(order, numbers.Integral)
-                or int(order) not in _DIAGONAL):
+                or int(order) not in DIAGONAL):
             raise ValueError(f"order must be 0, 1 or 2; got {order!r}")
         super().__init__()
         self.order: int = int(order)
@@ -148,7 +148,7 @@ class ArcCosine(Kernel):
         if self.order == 0:
             # J_0 = π − arccos c has an infinite slope at c = 1: a rounding error ε in c
             # would move k by √(2ε)/π; cosines within rounding of 1 are identical directions
-            near = 1.0 - _SNAP * torch.finfo(c.dtype).eps
+            near = 1.0 - SNAP * torch.finfo(c.dtype).eps
             c = torch.where(c >= near, torch.ones_like(c), c)
         if X2 is None:  # exactly 1 on the diagonal: θ = 0, and no slope of an exact identity
             eye = torch.eye(X.shape[0], dtype=torch.bool, device=X.device)
@@ -160,7 +160,7 @@ class ArcCosine(Kernel):
     def K_diag(self, X: Tensor) -> Tensor:
         X = as_inputs(X)
         sq = self._squared_norms(X, self._weights(X))
-        return (self.value("variance") * _DIAGONAL[self.order]) * sq ** self.order
+        return (self.value("variance") * DIAGONAL[self.order]) * sq ** self.order
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         if "weight_variances" in self._unset:
@@ -171,7 +171,7 @@ class ArcCosine(Kernel):
         if "variance" in self._unset:
             with torch.no_grad():
                 sq = self._squared_norms(X, self.value("weight_variances").to(X.dtype))
-                scale = float((_DIAGONAL[self.order] * sq ** self.order).mean())
+                scale = float((DIAGONAL[self.order] * sq ** self.order).mean())
             ok = math.isfinite(scale) and scale > 0
             self._assign("variance", signal_variance / scale if ok else signal_variance)
 

@@ -127,6 +127,11 @@ class Kernel(Registered, Parameterised, ABC, metaclass=_KernelType):
             parts.append(K.diagonal(dim1=0, dim2=2).permute(2, 0, 1))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
+    def forget_given_values(self) -> None:
+        """Take every parameter as unset (as if no value had been given): the next
+        `initialise_from_data` gives each its data-based starting value."""
+        self._unset = set(self._floors)
+
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         """Give every unset parameter a starting value based on the inputs X [N, D]."""
         if "variance" in self._unset:

@@ -11,7 +11,7 @@ from ..validation import ArrayLike
 from .base import Kernel, as_inputs, check_input_pair
 
 
-class _VarianceOnly(Kernel):
+class VarianceOnly(Kernel):
     variance_dims = 1  # the variance may be one per input (ARD); 0: a scalar
     per_input: tuple[str, ...] = ("variance",)
 
@@ -22,7 +22,7 @@ class _VarianceOnly(Kernel):
     variance = UserValue("σ², the variance of the weights.")
 
 
-class Linear(_VarianceOnly):
+class Linear(VarianceOnly):
     """k(x, x') = Σ_d σ²_d x_d x'_d; ARD when the variance has shape (D,).
 
     Shapes: variance [] or [D]; X [N, D], X2 [N2, D] -> K [N, N2], K_diag [N]. The GP is then
@@ -60,7 +60,7 @@ class Linear(_VarianceOnly):
             self._assign("variance", signal_variance / mean_sq if mean_sq > 0 else signal_variance)
 
 
-class Constant(_VarianceOnly):
+class Constant(VarianceOnly):
     """k(x, x') = σ² (a constant offset of the latent function).
 
     Shapes: variance []; X [N, D], X2 [N2, D] -> K [N, N2] (every entry σ²), K_diag [N].

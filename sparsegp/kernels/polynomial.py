@@ -12,10 +12,10 @@ from ..parameters import as_user_value
 from ..runtime.config import POSITIVE_FLOOR
 from ..validation import ArrayLike
 from .base import as_inputs, check_input_pair
-from .linear import _VarianceOnly
+from .linear import VarianceOnly
 
 
-class Polynomial(_VarianceOnly):
+class Polynomial(VarianceOnly):
     """k(x, x') = σ² (xᵀx' + c)^p for an integer degree p ≥ 1.
 
     The GP is a random polynomial of degree p in the inputs (all monomials up to p with c > 0;

@@ -268,7 +268,6 @@ class _NewLatents(Parameterised):
         return -(data - kl_standard_normal(self.X_mean, S))
 
 
-
 class _MinibatchBound(nn.Module):
     """The GP-LVM bound on minibatches of rows, with an explicit whitened q(v_d) = N(m_d, S_d)
     per output, in the form `training.fit_minibatch` trains (its `X` are row indices)."""

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from .. import distributed
-from ..autograd import Context, first_order
+from ..autograd import Context, first_order, transforms_active
 from ..runtime.chunking import ChunkBuffers, chunk_slices
 
 _WHAT = ("objectives built from chunked sums (SGPR's VFE/DTC/FITC/Power EP and their "
@@ -48,6 +48,10 @@ class ChunkedSums(ABC):
     want_columns: tuple[bool, ...] = ()  # the same for (y, *extra)
     backward_follows: bool = False  # set by `chunked_sum`: a backward pass will follow add()
     _buffers: ChunkBuffers | None = None
+
+    def release_buffers(self) -> None:
+        """Let go of the chunk buffers (the passes that reuse them are over)."""
+        self._buffers = None
 
     def buffer(self, name: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
         """A tensor of like's dtype and device reused from chunk to chunk of this evaluation,
@@ -103,7 +107,7 @@ class _ChunkedSum(torch.autograd.Function):
             sums.add(acc, *(c[s] for c in columns))
         out = sums.finish(acc)
         if not sums.backward_follows:
-            sums._buffers = None
+            sums.release_buffers()
         if over_ranks:
             distributed.all_reduce_(out, "the statistics of the objective")
         return out
@@ -136,7 +140,7 @@ class _ChunkedSum(torch.autograd.Function):
                 if total is not None and part is not None:
                     total[s] = part
         result = sums.grad_finish(gacc, grads)
-        sums._buffers = None
+        sums.release_buffers()
         if ctx.over_ranks:
             distributed.all_reduce_([g for g in result if g is not None], "the gradient")
         return (None, None, None, None, None, *gcols, *result)
@@ -157,10 +161,10 @@ def chunked_sum(sums: ChunkedSums, X: Tensor, y: Tensor, chunks: int | Sequence[
         if chunks < 1:
             raise ValueError(f"chunk_size must be a positive integer; got {chunks}")
         chunks = list(chunk_slices(X.shape[0], chunks))
-    if torch._C._are_functorch_transforms_active():
+    if transforms_active():
         raise RuntimeError(
             f"torch.func transforms (grad, vmap, jacrev, …) are not supported by objectives "
-            f"built from chunked sums ({type(sums).__name__}): the sums holds Python "
+            f"built from chunked sums ({type(sums).__name__}): the sums hold Python "
             "state and its gradient is hand-written chunk by chunk; use torch.autograd "
             "(loss.backward() or torch.autograd.grad)")
     if torch.is_grad_enabled() and any(t.requires_grad for t in (y, *extra, *sums.inputs)):

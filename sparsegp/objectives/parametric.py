@@ -67,8 +67,6 @@ def feature_statistics(basis: FeatureBasis, kernel: Kernel, X: Tensor, y: Tensor
                              n))
 
 
-
-
 def __getattr__(name: str) -> object:
     """Former names of this module (`sparsegp.moved`)."""
     return former(__name__, name)

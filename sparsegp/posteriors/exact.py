@@ -51,8 +51,6 @@ class ExactPosterior(Posterior):
                 "noise_variance": self.noise_variance, "jitter": self.jitter}
 
 
-
-
 class ConditionedExactPosterior(ExactPosterior):
     """The exact GP's posterior after conditioning on new observations. Its factor is kept in
     blocks (`objectives.online.conditioning.BlockFactor`: the original posterior's L, shared, and

@@ -29,7 +29,6 @@ class FeatureBasis(Protocol):
     def features(self, X: Tensor, kernel: Kernel) -> Tensor: ...
 
 
-
 class FeaturePosterior(Posterior):
     """f(x) = φ(x)ᵀw with q(w) = N(m, S) (Bayesian linear regression on a feature map: random
     Fourier features, sparse spectrum GP): mean φ*ᵀm, variance φ*ᵀSφ*. `basis.features(X,

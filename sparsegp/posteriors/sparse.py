@@ -193,8 +193,6 @@ class SeparatePosterior(Posterior):
         return cls(parts, saved["noise_variance"], mean)
 
 
-
-
 class FantasySparsePosterior(SparsePosterior):
     """The collapsed family's posterior with F sets of targets sharing q(v)'s covariance
     (q.mean [M, F]): predictions [B, F] (covariances [F, B, B]) for every F, one included."""

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ..autograd import Context
+from ..autograd import Context, transforms_active
 
 
 def blocked(block: Callable[[int], Tensor], starts: Iterable[int], dim: int,
@@ -35,7 +35,7 @@ def blocked(block: Callable[[int], Tensor], starts: Iterable[int], dim: int,
     starts = tuple(starts)
     needed = tuple(t for t in inputs if t.requires_grad)
     if (not needed or not torch.is_grad_enabled()
-            or torch._C._are_functorch_transforms_active()):
+            or transforms_active()):
         return torch.cat([block(s) for s in starts], dim)
     if len(starts) == 1:  # one block: its own graph is all there is
         return block(starts[0])

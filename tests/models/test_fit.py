@@ -84,7 +84,6 @@ def test_options_of_the_plan_not_taken_are_named_in_one_warning():
         sg.SGPC(X, y > 0, inducing_points=5).fit(maxiter=1, batch_size=8, progress=False)
 
 
-
 class _Bowl(torch.nn.Module):
     """Σ w log cosh(θ − 1) from θ = (−3, 4, −2), with a Cholesky that fails where `fails(θ)`:
     what `fit_lbfgsb` trains (parameters and a loss); every θ evaluated is kept."""

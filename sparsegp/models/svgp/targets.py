@@ -54,7 +54,6 @@ class SVGPOptions(InducingOptions):
         self._set("likelihood", likelihood)
 
 
-
 def standardizes_y(likelihood: Likelihood, standardize_y: bool | None) -> bool:
     """Whether an SVGP with `likelihood` standardises y: `standardize_y`, whose default (None)
     is True for the Gaussian likelihood. Other likelihoods take y as given and refuse True."""
@@ -104,8 +103,6 @@ def output_targets(t: Tensor, n: int, likelihood: Likelihood, W: Tensor | None,
     fields: dict[str, Any] = {"num_outputs": P, "num_latent": C,
                               "mixing": None if W is None else tuple(W.shape)}
     return y, fields
-
-
 
 
 def checked_targets(y: ArrayLike, n: int, device: torch.device, likelihood: Likelihood,

@@ -48,7 +48,6 @@ def summed(a: PsiSums, b: PsiSums) -> PsiSums:
     return PsiSums(a.psi0 + b.psi0, a.psi1_y + b.psi1_y, a.psi2 + b.psi2, a.yy + b.yy, a.n + b.n)
 
 
-
 class PsiChunkedSums(ChunkedSums):
     """Chunks of (μ [B, Q], S [B, Q], Y [B, D][, c [B, Q]]) add to (ψ0, Ψ1ᵀY, Ψ2); with the
     coefficients c (outputs correlated with their inputs, D = Q) Ψ1ᵀY gains `cross_moment`.
