@@ -194,3 +194,13 @@ def pooled_data(model: HoldsData, placement: Placement, cap: int) -> Iterator[No
         yield
     finally:
         model.X, model.y = X, y
+
+
+def observed_targets(y: Tensor | None, num_data: int, num_outputs: int) -> int:
+    """The observed target values: N, or N·P less the missing (NaN) ones for several outputs
+    (which needs the data)."""
+    if num_outputs == 1:
+        return num_data
+    if y is None:
+        raise RuntimeError("the number of observed targets needs the training data")
+    return int((~torch.isnan(y)).sum())

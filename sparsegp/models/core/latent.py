@@ -148,10 +148,6 @@ class LatentInputModel(Model[ModelOptions]):
         """Z [M, Q]: the inducing inputs in the latent space."""
         return as_user_array(self.feature.Z)
 
-    @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
-
     def _out(self, t: Tensor) -> np.ndarray:
         """A tensor as a numpy array in the model's dtype."""
         return t.detach().to(self.dtype).cpu().numpy().copy()

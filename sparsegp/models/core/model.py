@@ -56,6 +56,7 @@ from .data import (
     prepare_inputs,
     shards_here,
 )
+from .inducing import location_alias
 from .labels import classifies, predicted_labels
 from .noise import Noise
 from .options import ModelOptions
@@ -290,6 +291,21 @@ class Model(Parameterised, Generic[O], metaclass=ABCMeta):
                 self.register_buffer(name, value)
 
     # -- what every model reads -----------------------------------------------------------
+    @property
+    def num_inducing(self) -> int:
+        """M, the inducing variables of the model's inducing feature."""
+        feature = self._modules.get("feature")
+        if not isinstance(feature, InducingFeature):
+            raise AttributeError(f"{type(self).__name__} has no inducing variables")
+        return feature.num_inducing
+
+    @property
+    def _aliases(self) -> dict[str, str]:
+        """'inducing_points' names the location parameter of the inducing feature (Z, or TFIF
+        centres), where the model has one."""
+        feature = self._modules.get("feature")
+        return location_alias(feature) if isinstance(feature, InducingFeature) else {}
+
     @property
     def placement(self) -> Placement:
         """Where the data live: one process, or this rank's shard (`data.Placement`)."""

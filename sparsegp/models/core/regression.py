@@ -32,7 +32,7 @@ from ...training import FitResult, fit_lbfgsb
 from ...training.lbfgs import MAXITER
 from ...training.result import Snapshot
 from ...validation import ArrayLike, as_output_targets, as_targets, target_scale_problems
-from .data import Inputs, Placement, pooled_data
+from .data import Inputs, Placement, observed_targets, pooled_data
 from .fitting import (
     FitOptions,
     TrainingPlan,
@@ -202,11 +202,7 @@ class Regression(Model[R]):
 
     def num_targets(self) -> int:
         """The observed target values: N, or N·P less the missing ones for several outputs."""
-        if self.num_outputs == 1:
-            return self.num_data
-        if self.y is None:
-            raise RuntimeError("the number of observed targets needs the training data")
-        return int((~torch.isnan(self.y)).sum())
+        return observed_targets(self.y, self.num_data, self.num_outputs)
 
     def _observed_targets(self) -> int:
         return self.num_targets()

@@ -33,7 +33,7 @@ from ...validation import ArrayLike, as_tensor, check_finite, check_same_rows
 from ..core import streaming
 from ..core.data import Inputs, Placement
 from ..core.fitting import FitOptions, TrainingPlan, default, round_stall_nats
-from ..core.inducing import InducingInputs, extended_feature, location_alias, resolve_feature
+from ..core.inducing import InducingInputs, extended_feature, resolve_feature
 from ..core.labels import binary_classes
 from ..core.model import Model, Parts, Targets
 from ..core.noise import Noise
@@ -191,15 +191,6 @@ class SGPC(Model[SGPCOptions]):
     def classes(self) -> list[Any]:
         """The two label values of the training labels (predictions use the same)."""
         return list(self.spec.classes or ())
-
-    @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
-
-    @property
-    def _aliases(self) -> dict[str, str]:
-        """'inducing_points' names the feature's location parameter (Z, or TFIF centres)."""
-        return location_alias(self.feature)
 
     def add_inducing_points(self, Znew: ArrayLike) -> None:
         """Append inducing points f(Znew) for Znew [K, D] (units of X) to the inducing

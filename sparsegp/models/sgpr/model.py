@@ -49,7 +49,7 @@ from ...validation import ArrayLike, as_inputs, as_targets, check_columns, check
 from ..core import streaming
 from ..core.conditioning import condition_on_observations
 from ..core.data import Inputs, Placement
-from ..core.inducing import InducingInputs, extended_feature, location_alias, resolve_shared_feature
+from ..core.inducing import InducingInputs, extended_feature, resolve_shared_feature
 from ..core.mixing import MixingView, mixing_matrix, mixing_parameter, start_mixing
 from ..core.model import Parts, Targets
 from ..core.options import InducingOptions, RegressionOptions
@@ -272,15 +272,6 @@ class SGPR(Regression[SGPROptions]):
     @chunk_size.setter
     def chunk_size(self, value: int | None) -> None:
         self.spec = self.spec.but(chunk_size=check_chunk_size(value))
-
-    @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
-
-    @property
-    def _aliases(self) -> dict[str, str]:
-        """'inducing_points' names the feature's location parameter (Z, or TFIF centres)."""
-        return location_alias(self.feature)
 
     def add_inducing_points(self, Znew: ArrayLike) -> None:
         """Append inducing points f(Znew) for Znew [K, D] (units of X) to the inducing

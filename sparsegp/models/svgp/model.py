@@ -39,9 +39,9 @@ from ...runtime.config import DEFAULT_JITTER, PARAMETER_DTYPE
 from ...training import FitResult, natural_gradient_step
 from ...validation import ArrayLike, check_same_rows
 from ..core import streaming
-from ..core.data import Inputs, Placement
+from ..core.data import Inputs, Placement, observed_targets
 from ..core.fitting import FitOptions, TrainingPlan
-from ..core.inducing import InducingInputs, extended_feature, location_alias, resolve_feature
+from ..core.inducing import InducingInputs, extended_feature, resolve_feature
 from ..core.mixing import MixingView, mixing_parameter, start_mixing
 from ..core.model import Model, Parts, Targets
 from ..core.noise import Noise
@@ -271,15 +271,6 @@ class SVGP(Model[SVGPOptions]):
         return None if self.spec.classes is None else list(self.spec.classes)
 
     @property
-    def num_inducing(self) -> int:
-        return self.feature.num_inducing
-
-    @property
-    def _aliases(self) -> dict[str, str]:
-        """'inducing_points' names the feature's location parameter (Z, or TFIF centres)."""
-        return location_alias(self.feature)
-
-    @property
     def noise_variance(self) -> float | np.ndarray:
         """The Gaussian likelihood's variance σ² in the units of y (one number, or one per
         output); `likelihood.variance` is that of the internal, standardised targets."""
@@ -290,11 +281,7 @@ class SVGP(Model[SVGPOptions]):
 
     def num_targets(self) -> int:
         """The observed target values: N, or N·P less the missing ones for several outputs."""
-        if self.num_outputs == 1:
-            return self.num_data
-        if self.y is None:
-            raise RuntimeError("the number of observed targets needs the training data")
-        return int((~torch.isnan(self.y)).sum())
+        return observed_targets(self.y, self.num_data, self.num_outputs)
 
     def _observed_targets(self) -> int:
         return self.num_targets()
