@@ -333,16 +333,24 @@ class SparseGPModel(Model):
         except RuntimeError as err:
             raise ValueError(f"X's batch shape {list(X.shape[:-2])} does not broadcast with the "
                              f"model's {list(self.batch_shape)}") from err
+        # whether X is the same under every fantasy (broadcast along their dimension, as
+        # BoTorch's acquisition functions give it): then one prediction serves them all
+        at = len(full) - len(self.batch_shape)  # the fantasies' dimension in `full`
+        given = (1,) * (len(full) - X.dim() + 2) + tuple(X.shape[:-2])
+        shared = self._num_fantasies is not None and given[at] == 1
         X = X.expand(*full, q, d)
-        lead = full[:len(full) - len(self.batch_shape)]
+        lead = full[:at]
         n = len(self.members)
         F = 1 if self._num_fantasies is None else self._num_fantasies
         Xs = X.reshape(-1, F, n, q, d)  # rows, fantasies, input batch
         means, covs = [], []
         for j, member in enumerate(self._sparse()):
             with _inputs_only(member):
-                mean, cov = _member_moments(member, Xs[:, :, j], observed,
-                                            self._num_fantasies is not None)
+                if shared:
+                    mean, cov = _shared_moments(member, Xs[:, 0, j], observed)
+                else:
+                    mean, cov = _member_moments(member, Xs[:, :, j], observed,
+                                                self._num_fantasies is not None)
             means.append(mean)
             covs.append(cov)
         mean = torch.stack(means, 2).reshape(*lead, *self.batch_shape, q)
@@ -369,6 +377,27 @@ def _member_moments(model: _Predictive, X: Tensor, observed: bool, fantasies: bo
         f = torch.arange(F, device=mean.device)[None, :]
         means.append(mean.reshape(c, F, q, F)[i, f, :, f])  # [c, F, q]
         covs.append(cov.reshape(F, c, F, q, c, F, q)[f, i, f, :, i, f, :])  # [c, F, q, q]
+    return torch.cat(means), torch.cat(covs)
+
+
+def _shared_moments(model: _Predictive, X: Tensor, observed: bool) -> tuple[Tensor, Tensor]:
+    """Mean [R, F, q] and covariance [R, F, q, q] of a model of F fantasies at X [R, q, d],
+    the same inputs under every fantasy: joint predictions over chunks of rows give every
+    fantasy at once (its means [P, F], its covariances [F, P, P] over P ≤ `POINTS_PER_CALL`
+    points), of which each row's q-block is kept. Memory O(F·P²) per call and R·q/P calls,
+    where taking each fantasy's inputs apart would predict at F times as many points."""
+    R, q, d = X.shape
+    predict = model.predict_y if observed else model.predict_f
+    rows = max(1, POINTS_PER_CALL // q)
+    means, covs = [], []
+    for start in range(0, R, rows):
+        chunk = X[start:start + rows]
+        c = chunk.shape[0]
+        mean, cov = predict(chunk.reshape(c * q, d), full_cov=True)  # [P, F], [F, P, P]
+        F = mean.shape[-1]
+        i = torch.arange(c, device=mean.device)
+        means.append(mean.reshape(c, q, F).transpose(1, 2))  # [c, F, q]
+        covs.append(cov.reshape(F, c, q, c, q)[:, i, :, i, :])  # [c, F, q, q]
     return torch.cat(means), torch.cat(covs)
 
 

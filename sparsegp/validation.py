@@ -344,7 +344,10 @@ class ScaleWarning(UserWarning):
     GPflow checks a model's data at construction, and not again by `fit()`. To catch or
     silence it, put `warnings.catch_warnings()` around the construction, not around `fit()`.
     The scikit-learn estimators (`sparsegp.sklearn`) take their data in `fit(X, y)` and build
-    the model there, so there it comes from `fit`, as scikit-learn's own warnings do.
+    the model there, so there it comes from `fit`, as scikit-learn's own warnings do. A
+    streaming update (`model.update(X_new, y_new)`), which keeps the old model's units, gives
+    it when the new batch sits far from the old model's predictions in those units (a batch
+    that has moved; `models.core.stream_checks`).
 
     Example:
 

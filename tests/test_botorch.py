@@ -259,6 +259,63 @@ def test_fantasies_equal_conditioning_on_each_sample(build):
     torch.testing.assert_close(flat.mean[0], post.mean[0], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("build", BUILDS)
+def test_inputs_shared_by_the_fantasies_give_each_fantasys_posterior(build):
+    # X without the fantasy dimension (BoTorch broadcasts it): one joint prediction serves
+    # every fantasy; each is the model refitted on its own sample, covariances included
+    X, y = data(24)
+    model = build(X, y)
+    w = as_botorch(model)
+    Xf = torch.rand(1, D, generator=torch.Generator().manual_seed(13), dtype=DT)
+    sampler = SobolQMCNormalSampler(torch.Size([4]), seed=1)
+    fm = w.fantasize(Xf, sampler)
+    Y = sampler(w.posterior(Xf, observation_noise=True))
+    Xt = torch.rand(3, 1, 2, D, generator=torch.Generator().manual_seed(14), dtype=DT)
+    post = fm.posterior(Xt)  # [3, 1, 2, D] → batch [3, 4]
+    assert post.mean.shape == (3, 4, 2, 1)
+    for f in range(4):
+        ref = refit(model, torch.cat([X, Xf]), torch.cat([y, Y[f, :, 0].detach()]))
+        for r in range(3):
+            mean, cov = ref.predict_f(Xt[r, 0], full_cov=True)
+            torch.testing.assert_close(post.mean[r, f, :, 0], mean, rtol=0, atol=1e-9)
+            torch.testing.assert_close(post.distribution.covariance_matrix[r, f], cov, rtol=0,
+                                       atol=1e-9)
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_256_fantasies_over_441_points_take_two_joint_predictions(build, monkeypatch):
+    # the posterior over a 21 × 21 grid of 256 fantasies: two calls of at most
+    # POINTS_PER_CALL = 256 points, each covariance [F, P, P] (O(F·P²) memory); taking each
+    # fantasy's inputs apart predicted at F·441 points in 441 calls (about a minute)
+    from sparsegp import botorch as adapter
+
+    X, y = data(24)
+    w = as_botorch(build(X, y))
+    fm = w.fantasize(torch.rand(1, D, generator=torch.Generator().manual_seed(15), dtype=DT),
+                     SobolQMCNormalSampler(torch.Size([256]), seed=2))
+    member = fm.model
+    calls = []
+    predict = member.predict_f
+
+    def counted(Xs, full_cov=False):
+        mean, cov = predict(Xs, full_cov=full_cov)
+        calls.append(tuple(cov.shape))
+        return mean, cov
+
+    monkeypatch.setattr(member, "predict_f", counted)
+    g = torch.linspace(0.0, 1.0, 21, dtype=DT)
+    grid = torch.stack(torch.meshgrid(g, g, indexing="ij"), -1).reshape(441, 1, 1, 2)
+    grid = torch.cat([grid, torch.full((441, 1, 1, D - 2), 0.5, dtype=DT)], -1)
+    post = fm.posterior(grid)
+    assert post.mean.shape == (441, 256, 1, 1)
+    assert calls == [(256, 256, 256), (256, 185, 185)]
+    assert adapter.POINTS_PER_CALL == 256
+    # the last grid point's posterior under fantasy 7, from a prediction there alone
+    mean, var = predict(grid[-1, 0])
+    torch.testing.assert_close(post.mean[-1, 7, 0, 0], mean[0, 7], rtol=0, atol=1e-10)
+    torch.testing.assert_close(post.variance[-1, 7, 0, 0], var[0, 7], rtol=0, atol=1e-10)
+
+
 def test_fantasies_with_known_noise_per_point():
     X, y = data(16)
     model = sg.GPR(X, y, noise_variance=np.full(16, 0.01), standardize_y=False)

@@ -9,9 +9,11 @@ p_old themselves for SVGP), the new batch in the old model's units (`_stream_bat
 new inducing inputs b (`new_feature`), the streamed model built by the one constructor from
 the old model's spec and copies of its parts, with the summary in its buffers
 (`_stream_state`), and the fit on the new batch and the summary (or, without it, the
-family's start: `_stream_start`). What the streamed model remembers of its chain of updates
-is its spec's `streaming` entry (`spec.StreamSpec`: rows seen, updates made, the summary's
-sizes).
+family's start: `_stream_start`). Before it fits, the new batch is checked
+(`stream_checks`: a batch that has moved, too few rows for the hyperparameters); after, the
+family's checks after fitting run as after a batch fit. What the streamed model remembers
+of its chain of updates is its spec's `streaming` entry (`spec.StreamSpec`: rows seen,
+updates made, the summary's sizes).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .data import Data
 from .inducing import resolve_feature
 from .model import Model, Parts
 from .spec import StreamSpec
+from .stream_checks import warn_about_batch
 
 
 class Batch(NamedTuple):
@@ -77,6 +80,7 @@ def update(model: Model, X_new: ArrayLike, y_new: ArrayLike, inducing_points: In
     old = family._stream_summary()
     check_fit_arguments(fit, fit_options)
     batch = family._stream_batch(X_new, y_new)
+    warn_about_batch(model, X_new, y_new, int(batch.X.shape[0]), fit, stacklevel=4)
     feature = new_feature(model, inducing_points, batch.X, old.Z)
     spec = streamed_spec(model, streamed, batch.X.shape[0], old)
     parts = cast(Parts, {name: copy.deepcopy(part) for name in ("kernel", "mean", "likelihood")

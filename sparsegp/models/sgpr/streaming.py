@@ -113,9 +113,13 @@ class StreamingSGPR(SGPR, streams=SGPR):
         return SparsePosterior(self.kernel, self.feature, L, q, self.noise_rows(), used)
 
     def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
-        # L-BFGS-B without the checks after fitting: restarting from starting values taken
-        # from one batch would ignore the summary (`diagnostics()` runs the checks on request)
-        return self._lbfgsb(options)
+        # L-BFGS-B, then the checks after fitting on the streamed bounds (unless
+        # diagnose=False); no restart from data-based starting values, which would be taken
+        # from the new batch alone and ignore the summary
+        result = self._lbfgsb(options)
+        if options.diagnose is not False and not result.interrupted:
+            self._check_fit(stacklevel=6, result=result)
+        return result
 
     def _stream_start(self) -> None:
         """An update without a fit starts at the old hyperparameters: nothing to do."""

@@ -29,6 +29,7 @@ from ...features.stacked import Stacked
 from ...kernels.base import Kernel
 from ...likelihoods import Gaussian
 from ...likelihoods.base import Likelihood
+from ...linalg import jittered_cholesky, solve_lower
 from ...means import Mean, MeanLike
 from ...objectives import svgp as objective
 from ...objectives.collapsed.members import VFE, CollapsedProblem, titsias_upper_bound
@@ -510,16 +511,36 @@ class SVGP(Model[SVGPOptions]):
 
     def _stream_state(self, old: OldPosterior, feature: InducingFeature) -> dict[str, Tensor]:
         """The old posterior in the streamed model's buffers, and its q(b): the old q where
-        b = a (the same inputs), else the prior."""
+        b = a (the same inputs), else the old posterior at b (`_projected_q`)."""
         state = dict(zip(("old_Z", "old_L", "old_mean", "old_root"), old, strict=True))
         Z = cast(InducingPoints, feature).Z
         if Z.shape == old.Z.shape and bool((Z == old.Z.to(Z)).all()):
             state.update(q_mu=self.q_mu.detach(), q_sqrt=self.q_sqrt.detach())
-        elif not self.whiten:  # the prior, S = K_bb
-            with torch.no_grad():
-                L = cov.Kuu_cholesky(feature, self.kernel, self.jitter)[0]
-            state["q_sqrt"] = L.expand(self.num_latent, *L.shape).clone()
+        else:
+            state.update(self._projected_q(feature))
         return state
+
+    def _projected_q(self, feature: InducingFeature) -> dict[str, Tensor]:
+        """q(b) = N(m_b, S_b), this model's posterior of f at the new inducing inputs b (its
+        predictive of f there), whitened by the new prior K'_bb = L_bL_bᵀ when `whiten`
+        (q(v) = N(L_b⁻¹m_b, L_b⁻¹S_bL_b⁻ᵀ)). With the hyperparameters unchanged this q(b) is
+        what the old data say of b, so the streamed fit starts from the old posterior
+        instead of the prior, which it would otherwise have to recover from the old data's
+        term while the hyperparameters already move (and forget)."""
+        Z = cast(InducingPoints, feature).Z.detach()
+        M, C = Z.shape[0], self.num_latent
+        with torch.no_grad():
+            mean, S = self.posterior().predict_f(Z, full_cov=True)  # [M(, C)], [(C,) M, M]
+            mean = mean.reshape(M, C).to(PARAMETER_DTYPE)
+            S = S.reshape(-1, M, M).expand(C, M, M).to(PARAMETER_DTYPE)
+            if self.whiten:
+                L = cov.Kuu_cholesky(feature, self.kernel, self.jitter)[0].to(PARAMETER_DTYPE)
+                mean = solve_lower(L, mean)
+                S = solve_lower(L, solve_lower(L, S).mT)
+            roots = [jittered_cholesky(0.5 * (S[c] + S[c].mT), self.jitter,
+                                       name="q(b), the old posterior at the new inducing "
+                                       "inputs")[0] for c in range(C)]
+        return {"q_mu": mean.clone(), "q_sqrt": torch.stack(roots)}
 
     # -- diagnostics ----------------------------------------------------------------------
     def collapsed_problem(self) -> CollapsedProblem:

@@ -34,8 +34,15 @@ from torch import Tensor
 from ... import covariances as cov
 from ...conditionals import WhitenedGaussian
 from ...features.base import InducingFeature
+from ...features.inducing_points import InducingPoints
 from ...kernels.base import Kernel
-from ...linalg import jittered_cholesky, log_det_from_cholesky, solve_lower, solve_lower_t
+from ...linalg import (
+    add_to_diagonal,
+    jittered_cholesky,
+    log_det_from_cholesky,
+    solve_lower,
+    solve_lower_t,
+)
 from ..collapsed.members import (
     CollapsedProblem,
     Family,
@@ -100,20 +107,49 @@ def _check_single_output(p: CollapsedProblem) -> None:
                          f"'fitc' for α = 1); got {p.fam.name!r}")
 
 
+def factorised_jitter(kernel: Kernel, feature: InducingFeature, L: Tensor) -> Tensor | None:
+    """ε of L Lᵀ = K_bb + εI for inducing points b: the mean of diag(L Lᵀ) − diag(K_bb) (the
+    relative jitter times the mean diagonal, `linalg.jittered_cholesky`), detached; None for
+    other features, or where it is within rounding of zero (no jitter)."""
+    if not isinstance(feature, InducingPoints):
+        return None
+    with torch.no_grad():
+        diag = kernel.K_diag(feature.Z).to(L.dtype)
+        eps = ((L * L).sum(-1) - diag).mean()
+        tiny = 10.0 * L.shape[-1] * torch.finfo(L.dtype).eps * diag.abs().mean()
+    return None if not bool(eps > tiny) else eps
+
+
 def summary_statistics(kernel: Kernel, feature: InducingFeature, L: Tensor, summary: Summary,
                        fam: Family) -> Statistics:
     """The statistics of docs/math.md §2 of the r pseudo-points, one block of noise I seen
-    through b (L = chol(K_bb)): with H = L⁻¹K_ba T [M_b, r], Q_h = TᵀK_aa T − HᵀH and
-    C = I + αQ_h = L_C L_Cᵀ (I for VFE), V = L_C⁻¹Hᵀ and g = L_C⁻¹h give A = VᵀV, c = Vᵀg,
-    s_y = gᵀg, s_logλ = log|C|, penalty (1−α)/α log|C| (VFE: tr Q_h). n = 0: the pseudo-
-    points' (r/2) log 2π cancels against p_old(h) (`Summary.offset`)."""
+    through b (L = chol(K'_bb), K'_bb = K_bb + εI with the jitter ε it was factorised with):
+    with H = L⁻¹K'_ba T [M_b, r], Q_h = TᵀK'_aa T − HᵀH and C = I + αQ_h = L_C L_Cᵀ (I for
+    VFE), V = L_C⁻¹Hᵀ and g = L_C⁻¹h give A = VᵀV, c = Vᵀg, s_y = gᵀg, s_logλ = log|C|,
+    penalty (1−α)/α log|C| (VFE: tr Q_h). n = 0: the pseudo-points' (r/2) log 2π cancels
+    against p_old(h) (`Summary.offset`).
+
+    The jitter is part of the prior of the inducing variables, u = f(Z) + √ε·η (what a batch
+    model factorises), on both sides of the summary: K'_aa = K_aa + εI, and K'_ba adds ε
+    where an input of b is an input of a (the same inducing variable, as when an update
+    keeps its inducing inputs). With b = a, Q_h = 0 and H = LᵀT: the summary is the old
+    posterior exactly, and a stream of updates is the batch posterior at any jitter."""
     Za, T = summary.Z.to(L), summary.T.to(L)
     if T.shape[1] == 0:  # the old data carried no information
         zero = L.new_zeros(())
         return Statistics(A=torch.zeros_like(L), c=L.new_zeros(L.shape[0]), s_y=zero,
                           s_loglam=zero, s_d=zero, s_pen=zero, n=0)
-    H = solve_lower(L, cov.Kuf(feature, kernel, Za).to(L.dtype) @ T)  # [M_b, r]
-    KT = kernel.K(Za).to(L.dtype) @ T
+    K_ba = cov.Kuf(feature, kernel, Za).to(L.dtype)
+    K_aa = kernel.K(Za).to(L.dtype)
+    eps = factorised_jitter(kernel, feature, L)
+    if eps is not None:
+        Zb = feature.locations()
+        assert Zb is not None  # inducing points
+        same = (Zb.detach().to(Za)[:, None, :] == Za[None, :, :]).all(-1)
+        K_ba = K_ba + eps * same.to(L.dtype)
+        K_aa = add_to_diagonal(K_aa, eps)
+    H = solve_lower(L, K_ba @ T)  # [M_b, r]
+    KT = K_aa @ T
     Qh = T.mT @ KT - H.mT @ H
     Qh = 0.5 * (Qh + Qh.mT)
     h = summary.h.to(L)
