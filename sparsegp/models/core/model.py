@@ -26,7 +26,7 @@ import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Generic, NamedTuple, TypedDict, TypeVar, cast
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypedDict, TypeVar, cast
 
 import numpy as np
 import torch
@@ -83,7 +83,7 @@ O = TypeVar("O", bound=ModelOptions)
 
 
 class Targets(NamedTuple):
-    """A constructor's targets, checked (`Model._prepare_targets`): as the objective takes
+    """A constructor's targets, checked (`BuiltFromData._prepare_targets`): as the objective takes
     them (internal units, labels as codes), the values of the buffers `_declare` makes for
     them (the units of y), the data-sized buffers that go with them (noise codes, ...), the
     spec's fields they fix, and what is badly scaled about them (a `ScaleWarning`)."""
@@ -93,6 +93,15 @@ class Targets(NamedTuple):
     extras: dict[str, Tensor]
     fields: dict[str, object]
     problems: list[str]
+
+
+class BuiltFromData(Protocol):
+    """What `Model._build_from_data` needs of a model built from (X, y) beyond `Model`: its
+    targets checked against the data and the parts (see `Targets`). Models without
+    observed inputs (the latent-input ones) have no such step."""
+
+    def _prepare_targets(self, y: ArrayLike, inputs: Inputs, parts: Parts, options: Any,
+                         placement: Placement) -> Targets: ...
 
 
 #: The modules a model may hold as parts, each saved as its own config and rebuilt by its
@@ -209,7 +218,8 @@ class Model(Parameterised, Generic[O], metaclass=ABCMeta):
         fixed = getattr(parts.get("kernel"), "input_dim", None) is not None
         problems = ([] if options.standardize_X or fixed
                     else input_scale_problems(inputs.X, inputs.names))
-        targets = self._prepare_targets(y, inputs, parts, options, placement)
+        targets = cast(BuiltFromData, self)._prepare_targets(y, inputs, parts, options,
+                                                             placement)
         spec = self.spec_type(
             dtype=dtypes.dtype_name(inputs.dtype), jitter=options.jitter,
             num_data=inputs.num_data, input_dim=inputs.X.shape[1],
@@ -247,11 +257,6 @@ class Model(Parameterised, Generic[O], metaclass=ABCMeta):
         # checked against the kernel before the model moves as a whole
         return {}, {"kernel": kernel.to(inputs.device),
                     "mean": as_mean(options.mean).to(inputs.device)}
-
-    def _prepare_targets(self, y: ArrayLike, inputs: Inputs, parts: Parts, options: O,
-                         placement: Placement) -> Targets:
-        """The targets checked against the data and the parts (see `Targets`)."""
-        raise NotImplementedError(f"{type(self).__name__} is not built from (X, y)")
 
     def _initialise(self, options: O) -> None:
         """Data-based starting values of the parameters the user did not give."""

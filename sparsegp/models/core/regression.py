@@ -86,6 +86,9 @@ class Regression(Model[R]):
     #: the default L-BFGS-B fit also stops once the predictions have settled
     #: (`fitting.settle_rule`; `_prediction_probe`): GPR and SGPR say yes
     probes_predictions: ClassVar[bool] = False
+    #: a default fit stuck at its start restarts from data-based starting values
+    #: (`fitting.restart_if_stuck`)
+    restarts_if_stuck: ClassVar[bool] = True
     #: L-BFGS-B (`training_plan`), then the checks after fitting unless `diagnose=False`
     fit_options: ClassVar[frozenset[str]] = Model.fit_options | {"diagnose"}
 
@@ -246,7 +249,7 @@ class Regression(Model[R]):
             return self._lbfgsb(options)
         start = Snapshot(self)
         result = self._lbfgsb(options)
-        if not result.interrupted:
+        if not result.interrupted and self.restarts_if_stuck:
             result = restart_if_stuck(self, result, start, self._take_data_based_values,
                                       lambda: self._lbfgsb(options), stacklevel=5)
         if not result.interrupted:

@@ -15,6 +15,7 @@ Each family declares its spec as a frozen dataclass built on `ModelSpec` (`sgpr.
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from typing import ClassVar, TypeAlias, TypeVar
 
@@ -51,15 +52,17 @@ def _number(value: Plain) -> float:
     return float(value)
 
 
-class SpecValue:
+class SpecValue(ABC):
     """A nested entry of a spec, saved as a dict of its own (`config`, `from_config`)."""
 
+    @abstractmethod
     def config(self) -> dict[str, Plain]:
-        raise NotImplementedError
+        """The entry as plain values."""
 
     @classmethod
+    @abstractmethod
     def from_config(cls, config: dict[str, Plain] | None) -> SpecValue | None:
-        raise NotImplementedError
+        """The entry from `config()`'s values (None where the spec had none)."""
 
 
 @dataclass(frozen=True)

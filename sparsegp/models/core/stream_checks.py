@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 import torch
 from scipy.stats import chi2
+from torch import Tensor
 
 from ...diagnostics.report import ApproximationWarning
 from ...likelihoods.gaussian import Gaussian
@@ -47,15 +48,17 @@ def predicts_gaussian_targets(model: Model) -> bool:
 
 
 def batch_shift(model: Model, X_new: ArrayLike, y_new: ArrayLike) -> str | None:
-    """Why the new batch does not look like the data `model` has seen (module docstring), or
-    None (also for models whose predictive distribution of y is not Gaussian)."""
+    """Why the new batch (X_new, y_new [N], in the units of the data) does not look like the
+    data `model` has seen (module docstring), or None (also for models whose predictive
+    distribution of y is not Gaussian)."""
     if not predicts_gaussian_targets(model):
         return None
     with torch.no_grad():
         mean, var = model.predict_y(X_new)
     mean = np.asarray(mean, dtype=np.float64).reshape(-1)
     sd = np.sqrt(np.asarray(var, dtype=np.float64).reshape(-1))
-    y = np.asarray(torch.as_tensor(y_new).detach().cpu(), dtype=np.float64).reshape(-1)
+    y = np.asarray(y_new.detach().cpu() if isinstance(y_new, Tensor) else y_new,
+                   dtype=np.float64).reshape(-1)
     z = (y - mean) / sd
     n, total = z.size, float(np.sum(z * z))
     if not (n and np.isfinite(total)):
@@ -98,15 +101,17 @@ def few_rows(model: Model, rows: int) -> str | None:
             "larger batches")
 
 
-def warn_about_batch(model: Model, X_new: ArrayLike, y_new: ArrayLike, rows: int, fit: bool,
+def warn_about_batch(model: Model, X_new: ArrayLike, y_internal: Tensor, fit: bool,
                      stacklevel: int) -> None:
     """The checks of the module docstring, each as its warning: a batch that has moved
     (`ScaleWarning`), and, when the update fits, too few rows (`ApproximationWarning`)."""
+    units = model.units  # the targets as the update checked them, in the units of y
+    y_new = y_internal.detach() * units.y_scale.to(y_internal) + units.y_shift.to(y_internal)
     shift = batch_shift(model, X_new, y_new)
     if shift is not None:
         warnings.warn(f"{type(model).__name__}.update: {shift}.", ScaleWarning,
                       stacklevel=stacklevel)
-    small = few_rows(model, rows) if fit else None
+    small = few_rows(model, int(y_internal.shape[0])) if fit else None
     if small is not None:
         warnings.warn(f"{type(model).__name__}.update: {small}.", ApproximationWarning,
                       stacklevel=stacklevel)

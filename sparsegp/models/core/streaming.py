@@ -80,7 +80,7 @@ def update(model: Model, X_new: ArrayLike, y_new: ArrayLike, inducing_points: In
     old = family._stream_summary()
     check_fit_arguments(fit, fit_options)
     batch = family._stream_batch(X_new, y_new)
-    warn_about_batch(model, X_new, y_new, int(batch.X.shape[0]), fit, stacklevel=4)
+    warn_about_batch(model, X_new, batch.y, fit, stacklevel=4)
     feature = new_feature(model, inducing_points, batch.X, old.Z)
     spec = streamed_spec(model, streamed, batch.X.shape[0], old)
     parts = cast(Parts, {name: copy.deepcopy(part) for name in ("kernel", "mean", "likelihood")

@@ -28,10 +28,8 @@ from ...objectives.online.regression import (
     streaming_posterior_q,
 )
 from ...posteriors import Posterior, SparsePosterior
-from ...training import FitResult
 from ...validation import ArrayLike
 from ..core import streaming
-from ..core.fitting import FitOptions
 from ..core.model import Parts
 from ..core.spec import ModelSpec, StreamSpec
 from .model import SGPR, SGPRSpec
@@ -75,6 +73,8 @@ class StreamingSGPR(SGPR, streams=SGPR):
 
     spec: StreamingSGPRSpec
     spec_type: ClassVar[type[ModelSpec]] = StreamingSGPRSpec
+    #: data-based starting values would come from the new batch alone and ignore the summary
+    restarts_if_stuck: ClassVar[bool] = False
 
     summary_Z: Tensor  # buffers: the summary of the data before this batch
     summary_T: Tensor
@@ -111,15 +111,6 @@ class StreamingSGPR(SGPR, streams=SGPR):
     def _build_posterior(self) -> Posterior:
         L, q, used = streaming_posterior_q(self.streaming_problem())
         return SparsePosterior(self.kernel, self.feature, L, q, self.noise_rows(), used)
-
-    def _fit_lbfgsb(self, options: FitOptions) -> FitResult:
-        # L-BFGS-B, then the checks after fitting on the streamed bounds (unless
-        # diagnose=False); no restart from data-based starting values, which would be taken
-        # from the new batch alone and ignore the summary
-        result = self._lbfgsb(options)
-        if options.diagnose is not False and not result.interrupted:
-            self._check_fit(stacklevel=6, result=result)
-        return result
 
     def _stream_start(self) -> None:
         """An update without a fit starts at the old hyperparameters: nothing to do."""
