@@ -106,7 +106,7 @@ def test_large_batches_are_chunked_without_changing_the_moments(monkeypatch):
     model = sgpr(*data())
     Xt = torch.rand(9, 3, D, generator=torch.Generator().manual_seed(3), dtype=DT)
     whole = as_botorch(model).posterior(Xt).distribution
-    monkeypatch.setattr("sparsegp.botorch.POINTS_PER_CALL", 4)  # one q-batch per call
+    monkeypatch.setattr("sparsegp.botorch.moments.POINTS_PER_CALL", 4)  # one q-batch per call
     chunked = as_botorch(model).posterior(Xt).distribution
     torch.testing.assert_close(chunked.mean, whole.mean, rtol=0, atol=1e-12)
     torch.testing.assert_close(chunked.covariance_matrix, whole.covariance_matrix, rtol=0,
@@ -309,7 +309,7 @@ def test_256_fantasies_over_441_points_take_two_joint_predictions(build, monkeyp
     post = fm.posterior(grid)
     assert post.mean.shape == (441, 256, 1, 1)
     assert calls == [(256, 256, 256), (256, 185, 185)]
-    assert adapter.POINTS_PER_CALL == 256
+    assert adapter.moments.POINTS_PER_CALL == 256
     # the last grid point's posterior under fantasy 7, from a prediction there alone
     mean, var = predict(grid[-1, 0])
     torch.testing.assert_close(post.mean[-1, 7, 0, 0], mean[0, 7], rtol=0, atol=1e-10)
@@ -379,7 +379,7 @@ def test_bad_input_gets_a_clear_error():
         w.posterior(torch.rand(3, 1, dtype=DT))
     with pytest.raises(ValueError, match="NaN"):
         w.posterior(torch.full((3, D), float("nan"), dtype=DT))
-    with pytest.raises(ValueError, match="one output"):
+    with pytest.raises(ValueError, match="this model has 1 output; output_indices"):
         w.posterior(torch.rand(3, D, dtype=DT), output_indices=[1])
     with pytest.raises(ValueError, match="Y must be"):
         w.condition_on_observations(torch.rand(2, 3, D, dtype=DT), torch.rand(4, 3, 1,
@@ -387,8 +387,11 @@ def test_bad_input_gets_a_clear_error():
     with pytest.raises(ValueError, match="Gaussian likelihood"):
         as_botorch(sg.SVGP(X, (y > 0).to(DT), likelihood=sg.likelihoods.Bernoulli(),
                            inducing_points=5))
-    with pytest.raises(ValueError, match="one output"):
-        as_botorch(sg.SVGP(X, torch.stack([y, -y], 1), inducing_points=5))
+    with pytest.raises(ValueError, match="correlated through its mixing matrix"):
+        as_botorch(sg.SGPR(X, torch.stack([y, -y], 1), mixing=torch.eye(2, dtype=DT)))
+    with pytest.raises(ValueError, match="takes a model of one output"):
+        as_botorch(sg.SGPR(X, torch.stack([y, -y], 1))).condition_on_observations(
+            X[:1], y[:1, None])
     with pytest.raises(TypeError, match="GPR or SGPR"):
         as_botorch(svgp(X, y)).condition_on_observations(X[:1], y[:1, None])
     with pytest.raises(TypeError, match="regression model"):
@@ -401,7 +404,8 @@ def test_the_posterior_is_a_gpytorch_multivariate_normal():
                       MultivariateNormal)
 
 
-@pytest.mark.parametrize("obj", [SparseGPModel, as_botorch, set_botorch_priors])
+@pytest.mark.parametrize("obj", [SparseGPModel, SparseGPModel.from_data, as_botorch,
+                                 set_botorch_priors])
 def test_the_docstring_examples_run(obj):
     finder = doctest.DocTestFinder(recurse=False)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
@@ -491,10 +495,37 @@ def test_the_prior_keeps_irrelevant_lengthscales_finite():
     assert ml[1:].min() > 3000.0 and map_[1:].max() < 1000.0, (ml, map_)
 
 
+@pytest.mark.parametrize("kind", ["gpr", "sgpr"])
+def test_with_standardised_inputs_the_prior_is_carried_over_and_the_map_fit_is_the_same(kind):
+    """standardize_X=True: lengthscales in each column's standard deviation s_j, the prior
+    on ℓ_j / s_j: its log density is the unit cube's less log s_j (the Jacobian), its mode
+    the unit cube's mode over s_j, and a MAP fit ends at the same lengthscales in the units
+    of X as the model without standardisation."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(25, 3, generator=g, dtype=DT) * torch.tensor([1.0, 0.3, 0.6], dtype=DT)
+    y = torch.sin(5.0 * X[:, 0]) + X[:, 1]
+    build = {"gpr": sg.GPR, "sgpr": sg.SGPR}[kind]
+    plain = set_botorch_priors(build(X, y))
+    scaled = set_botorch_priors(build(X, y, standardize_X=True))
+    s = scaled.x_scale
+    torch.testing.assert_close(torch.as_tensor(scaled.kernel.lengthscale) * s,
+                               torch.as_tensor(plain.kernel.lengthscale))
+    at = torch.tensor([0.2, 0.7, 1.9], dtype=DT)
+    plain.kernel.lengthscale, scaled.kernel.lengthscale = at.numpy(), (at / s).numpy()
+    torch.testing.assert_close(scaled.log_prior(), plain.log_prior() + s.log().sum())
+    fitted = []
+    for model in (plain, scaled):
+        model.noise_variance = 1e-3
+        model.fit(tol=1e-12, progress=False)
+        fitted.append(torch.as_tensor(model.kernel.lengthscale) * model.x_scale)
+    torch.testing.assert_close(fitted[1], fitted[0], rtol=1e-4, atol=0)
+
+
 def test_botorch_priors_refuse_what_they_do_not_fit():
     X, y = data()
-    with pytest.raises(ValueError, match="unit cube; this model standardises"):
-        set_botorch_priors(sg.GPR(X, y, standardize_X=True))
+    with pytest.raises(ValueError, match="each column by its own standard deviation"):
+        set_botorch_priors(sg.GPR(X, y, kernel=sg.kernels.SquaredExponential(lengthscale=0.3),
+                                  standardize_X=True))
     with pytest.raises(ValueError, match=r"unit cube; this model's X spans \[-5, "):
         set_botorch_priors(sg.GPR(torch.cat([X, torch.full((1, D), -5.0, dtype=DT)]),
                                   torch.cat([y, y[:1]])))

@@ -136,3 +136,29 @@ def test_with_botorchs_lengthscale_prior_gpr_gets_as_close_on_hartmann6_as_singl
         warnings.simplefilter("ignore")
         regrets = [hartmann_regret(s, prior=True) for s in H_SEEDS]
     assert sum(regrets) / len(regrets) <= H_MEAN, regrets
+
+
+def test_an_sgpr_with_as_many_inducing_inputs_as_points_takes_the_exact_gps_steps():
+    """While N ≤ M the default SGPR is the exact GP (`is_exact`): the same fits, the same
+    acquisition values, the same points chosen, seed for seed, as GPR's loop (before, its
+    inducing inputs were trained and Kuu jittered: a different loop, and a worse one)."""
+    paths = {}
+    for kind in ("gpr", "sgpr"):
+        X = torch.quasirandom.SobolEngine(2, scramble=True, seed=0).draw(N_INITIAL).to(DT)
+        y = -branin(X)
+        torch.manual_seed(0)
+        for _ in range(4):
+            model = sg.GPR(X, y) if kind == "gpr" else sg.SGPR(X, y)
+            assert kind == "gpr" or model.is_exact
+            model.noise_variance = 1e-6 * float(y.var())
+            model.freeze("noise_variance")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(maxiter=100, progress=False)
+            acq = qLogExpectedImprovement(as_botorch(model), best_f=y.max(),
+                                          sampler=SobolQMCNormalSampler(torch.Size([64]), seed=0))
+            x, _ = optimize_acqf(acq, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DT),
+                                 q=1, num_restarts=2, raw_samples=32)
+            X, y = torch.cat([X, x]), torch.cat([y, -branin(x)])
+        paths[kind] = X
+    torch.testing.assert_close(paths["sgpr"], paths["gpr"], rtol=0, atol=0)

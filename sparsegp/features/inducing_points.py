@@ -43,6 +43,19 @@ class InducingPoints(PointSet):
     def extended(self, Z: Tensor) -> InducingPoints:
         return type(self)(torch.cat([self.Z.detach(), Z.to(self.Z)], 0))
 
+    def covers(self, X: Tensor, rows_per_chunk: int = 4096) -> bool:
+        """Whether every row of X [N, D] is one of the inducing inputs (the same numbers):
+        then Qff = Kff, and every member of the collapsed family is the exact GP. O(N·M·D),
+        by chunks of rows, stopping at the first row that is not one."""
+        Z = self.Z.detach()
+        if X.shape[-1] != Z.shape[-1]:
+            return False
+        for start in range(0, X.shape[0], rows_per_chunk):
+            rows = X[start:start + rows_per_chunk].detach().to(Z)
+            if not bool((rows[:, None, :] == Z[None]).all(-1).any(1).all()):
+                return False
+        return True
+
     @classmethod
     def from_data(cls, X: ArrayLike, num_inducing: int, *, seed: int = 0, method: str = "kmeans++",
                   at_most: bool = False) -> InducingPoints:

@@ -18,8 +18,8 @@ from ..diagnostics.report import (
 )
 from ..kernels.base import Kernel
 from ..means import MeanLike
-from ..objectives.exact import exact_factors, exact_objective
-from ..posteriors import ConditionedExactPosterior, ExactPosterior
+from ..objectives.exact import exact_objective
+from ..posteriors import ExactPosterior, exact_posterior, restore_exact
 from ..runtime.allocator import check_request
 from ..validation import ArrayLike
 from .core.conditioning import condition_on_observations
@@ -96,16 +96,11 @@ class GPR(Regression[RegressionOptions]):
 
     def _build_posterior(self) -> ExactPosterior:
         assert self.X is not None
-        f = exact_factors(self.kernel.K(self.X), self._residual(), self.noise_rows(),
-                          self.jitter)
-        return ExactPosterior(self.kernel, self.X, f.L, f.a, self.noise_rows(), f.jitter,
-                              self.prior_mean())
+        return exact_posterior(self.kernel, self.X, self._residual(), self.noise_rows(),
+                               self.jitter, self.prior_mean())
 
     def _restore_posterior(self, saved: dict[str, Any]) -> ExactPosterior:
-        if "added" in saved:  # a conditioned model's (its fantasies' layout included)
-            return ConditionedExactPosterior.from_state(self.kernel, saved, self.prior_mean())
-        return ExactPosterior(self.kernel, saved["X"], saved["L"], saved["a"],
-                              saved["noise_variance"], saved["jitter"], self.prior_mean())
+        return restore_exact(self.kernel, saved, self.prior_mean())
 
     # -- conditioning ---------------------------------------------------------------------
     def condition_on_observations(self, X: ArrayLike, y: ArrayLike,

@@ -7,7 +7,7 @@ chunks of test points; no N*×N* matrix exists unless `full_cov=True`.
 """
 
 from .base import Posterior, frozen, frozen_copy, tracking
-from .exact import ConditionedExactPosterior, ExactPosterior
+from .exact import ConditionedExactPosterior, ExactPosterior, exact_posterior, restore_exact
 from .features import FeatureBasis, FeaturePosterior, InterpolatedPosterior
 from .sparse import (
     CoregionalPosterior,
@@ -19,4 +19,4 @@ from .sparse import (
 __all__ = ["Posterior", "SparsePosterior", "CoregionalPosterior", "SeparatePosterior",
            "FantasySparsePosterior", "ExactPosterior", "ConditionedExactPosterior",
            "FeaturePosterior", "InterpolatedPosterior", "FeatureBasis", "tracking", "frozen",
-           "frozen_copy"]
+           "frozen_copy", "exact_posterior", "restore_exact"]

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from ..kernels.base import Kernel
 from ..linalg import solve_lower, solve_lower_t
+from ..objectives.exact import exact_factors
 from ..objectives.online.conditioning import BlockFactor
 from ..runtime.chunking import ChunkBuffers, auto_chunk_size
 from .base import Posterior, frozen, frozen_copy
@@ -119,3 +120,19 @@ class ConditionedExactPosterior(ExactPosterior):
         return cls(kernel, saved["X"], factor, saved["a"],
                    saved["noise_variance"], saved["jitter"], saved.get("added", 0.0), mean,
                    bool(saved.get("fantasies", False)))
+
+
+def exact_posterior(kernel: Kernel, X: Tensor, residual: Tensor, noise_variance: Tensor,
+                    jitter: float = 0.0, mean: nn.Module | None = None) -> ExactPosterior:
+    """The exact GP's posterior of the residuals y − m(X) at X (one Cholesky of K + σ²I)."""
+    f = exact_factors(kernel.K(X), residual, noise_variance, jitter)
+    return ExactPosterior(kernel, X, f.L, f.a, noise_variance, f.jitter, mean)
+
+
+def restore_exact(kernel: Kernel, saved: dict[str, Any], mean: nn.Module | None
+                  ) -> ExactPosterior:
+    """The exact posterior whose `state()` was `saved` (a conditioned one's included)."""
+    if "added" in saved:  # a conditioned model's (its fantasies' layout included)
+        return ConditionedExactPosterior.from_state(kernel, saved, mean)
+    return ExactPosterior(kernel, saved["X"], saved["L"], saved["a"], saved["noise_variance"],
+                          saved["jitter"], mean)

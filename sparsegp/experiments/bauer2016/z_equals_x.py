@@ -47,8 +47,9 @@ def _start(X: np.ndarray, y: np.ndarray, exact: GPR, approx: str, p: ZxProtocol)
     if p.perturb > 0.0:
         ell = float(se_of(exact).lengthscale)
         Z = Z + p.perturb * ell * np.random.default_rng(p.seed).standard_normal(Z.shape)
-    return SGPR(X, y, kernel=copy_kernel(exact), inducing_points=Z, approximation=approx,
-                noise_variance=exact.noise_variance, **AS_GIVEN)
+    model = SGPR(X, y, kernel=copy_kernel(exact), inducing_points=Z, approximation=approx,
+                 noise_variance=exact.noise_variance, **AS_GIVEN)
+    return model.unfreeze("inducing_points")  # trained from Z = X: the sparse model
 
 
 def _optimise(m: SGPR, p: ZxProtocol) -> _Run:

@@ -64,6 +64,7 @@ from ...posteriors import (
 from ...runtime.config import NOISE_FLOOR, PARAMETER_DTYPE
 from ...validation import ArrayLike, as_tensor, check_finite
 from .data import Data
+from .inducing import extended_feature
 from .model import Parts
 from .regression import Regression
 from .spec import StreamSpec
@@ -90,6 +91,8 @@ def condition_on_observations(model: R, X: ArrayLike, y: ArrayLike,
     noise_new = _new_noise(model, noise, k)
     parts = cast(Parts, {name: copy.deepcopy(part) for name in ("kernel", "mean", "feature")
                          if (part := getattr(model, name, None)) is not None})
+    if member is None and "feature" in parts:  # an SGPR in its exact limit: it stays exact
+        parts["feature"] = extended_feature(parts["feature"], X_new.detach(), model.device)
     graph = torch.is_grad_enabled() and (post.tracks or any(
         isinstance(t, Tensor) and t.requires_grad for t in (X_new, targets, noise_new)))
     with tracking() if graph else torch.no_grad():

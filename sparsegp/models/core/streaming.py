@@ -30,7 +30,7 @@ from ...features.base import InducingLike
 from ...features.inducing_points import InducingPoints
 from ...features.initialisation import initial_inducing_inputs
 from ...objectives.online.regression import Summary, summarise
-from ...posteriors import SparsePosterior
+from ...posteriors import Posterior, SparsePosterior
 from ...runtime.config import PARAMETER_DTYPE
 from ...validation import ArrayLike, check_bool
 from .data import Data
@@ -140,14 +140,15 @@ def check_streamable(model: Model) -> None:
                          "holds fantasies (update the model they were conditioned from)")
 
 
-def summary_of(model: Model, kind: str) -> Summary:
+def summary_of(model: Model, kind: str, posterior: Posterior | None = None) -> Summary:
     """The summary (`objectives.online.summarise`) of the posterior q(a) of `model` (after the
-    model's own checks), or a clear error: `check_streamable`, and a current posterior in
+    model's own checks; `posterior`: the model's collapsed one, where it predicts from
+    another), or a clear error: `check_streamable`, and a current posterior in
     precision form of one latent function (`kind` names it: "the collapsed posterior of one
     output")."""
     check_streamable(model)
     try:
-        post = model.posterior()
+        post = model.posterior() if posterior is None else posterior
     except RuntimeError as err:
         raise ValueError("update needs the model's posterior q(u), which summarises its data: "
                          f"{err}") from None

@@ -3,7 +3,7 @@ their block versions (`SGPR`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
 
 import torch
@@ -19,8 +19,10 @@ from ...diagnostics.report import (
     NOISE_FRACTION,
     QUADRATIC_MAX_DATA,
 )
+from ...diagnostics.view import RegressionView
 from ...distributed import all_gather_objects
 from ...features.base import InducingFeature, InducingLike
+from ...features.inducing_points import InducingPoints
 from ...kernels.base import Kernel
 from ...kernels.separate import separate_parts
 from ...means import MeanLike
@@ -35,13 +37,17 @@ from ...objectives.collapsed.members import (
     posterior_q,
     titsias_upper_bound,
 )
+from ...objectives.exact import exact_objective
 from ...objectives.online.regression import Summary
 from ...posteriors import (
     CoregionalPosterior,
+    ExactPosterior,
     FantasySparsePosterior,
     Posterior,
     SeparatePosterior,
     SparsePosterior,
+    exact_posterior,
+    restore_exact,
 )
 from ...runtime.chunking import check_chunk_size
 from ...runtime.config import DEFAULT_JITTER, PARAMETER_DTYPE
@@ -239,6 +245,8 @@ class SGPR(Regression[SGPROptions]):
     def _initialise(self, options: SGPROptions) -> None:
         super()._initialise(options)
         start_mixing(self.mixing_matrix, options.mixing)
+        if self._covers_data(fixed=False):
+            self.freeze("inducing_points")  # the exact GP (`is_exact`): nothing to train
 
     # -- what users read ------------------------------------------------------------------
     @property
@@ -296,6 +304,40 @@ class SGPR(Regression[SGPROptions]):
             self._blocking = (codes, make_blocking(codes, self._block_alpha.to(codes.device)))
         return self._blocking[1]
 
+    # -- the exact limit -------------------------------------------------------------------
+    @property
+    def is_exact(self) -> bool:
+        """Whether this model is the exact GP: fixed inducing points that include every
+        training input, one output, no mixing, data on one process, float64 work. Then
+        Qff = Kff and every member of the family (VFE, FITC, DTC, Power EP, blocks) is the
+        exact GP: the objective, both bounds and the predictions are the exact GP's, computed
+        as `GPR` computes them (no jitter on Kuu, whose effect would otherwise be of the
+        order jitter·N/σ² nats on near-noiseless data). A model whose inducing inputs include
+        every input at construction — the default when X has no more distinct rows than M,
+        e.g. N ≤ 100 — holds them fixed (`freeze("inducing_points")`): they are already
+        where every member's objective is the evidence, and there is nothing to train
+        (`unfreeze("inducing_points")` trains them, and the model is then the sparse one
+        at its jitter, as any other). Conditioning keeps it exact (the new inputs join the
+        inducing inputs); a streaming update starts from its collapsed posterior."""
+        return self._covers_data()
+
+    def _covers_data(self, fixed: bool = True) -> bool:
+        """`is_exact` (with `fixed=False`: whether it would be, were the inducing inputs
+        held fixed)."""
+        feature = getattr(self, "feature", None)
+        if (self.X is None or self.y is None or self.y.dim() != 1 or type(feature) is not
+                InducingPoints or (fixed and feature.Z.requires_grad)
+                or self.mixing_matrix is not None or self.placement.sharded
+                or self.compute_dtype is not None):
+            return False
+        return feature.covers(self.X)
+
+    def diagnostic_view(self) -> RegressionView:
+        """As `Regression.diagnostic_view`; in the exact limit, the exact GP's (no bounds to
+        check)."""
+        view = super().diagnostic_view()
+        return replace(view, problem=None) if self.is_exact else view
+
     # -- objectives -----------------------------------------------------------------------
     def collapsed_problem(self) -> CollapsedProblem:
         """The model's objective as a pure value (internal units): kernel, feature, data,
@@ -308,6 +350,10 @@ class SGPR(Regression[SGPROptions]):
                                 self.prior_mean(), sharded=self.placement.sharded)
 
     def _objective(self) -> Tensor:
+        if self.is_exact:
+            assert self.X is not None and self.y is not None
+            return exact_objective(self.kernel, self.X, self.y - self.mean(self.X),
+                                   self.noise_rows())
         if self.mixing_matrix is not None:
             return lmc_objective(self.collapsed_problem(), self.mixing_matrix)
         return collapsed_objective(self.collapsed_problem())
@@ -315,13 +361,23 @@ class SGPR(Regression[SGPROptions]):
     def upper_bound(self) -> float:
         """Titsias (2014) upper bound on the exact log evidence at the current parameters."""
         with torch.no_grad():
-            if self.mixing_matrix is not None:
+            if self.is_exact:
+                U = self._objective()
+            elif self.mixing_matrix is not None:
                 U = lmc_upper_bound(self.collapsed_problem(), self.mixing_matrix)
             else:
                 U = titsias_upper_bound(self.collapsed_problem())
         return float(U) + self._objective_offset()
 
     def _build_posterior(self) -> Posterior:
+        if self.is_exact:
+            assert self.X is not None and self.y is not None
+            return exact_posterior(self.kernel, self.X, self.y - self.mean(self.X),
+                                   self.noise_rows(), 0.0, self.prior_mean())
+        return self._sparse_posterior()
+
+    def _sparse_posterior(self) -> Posterior:
+        """The posterior from the collapsed statistics (q(u) at the inducing variables)."""
         if separate_parts(self.kernel) is not None:  # one posterior per output, from its part
             parts = []
             for _, part in output_parts(self.collapsed_problem()):
@@ -338,6 +394,8 @@ class SGPR(Regression[SGPROptions]):
                                self.prior_mean())
 
     def _restore_posterior(self, saved: dict[str, Any]) -> Posterior:
+        if "a" in saved:  # the exact limit's (conditioned or not)
+            return restore_exact(self.kernel, saved, self.prior_mean())
         pairs = cov.separate_pairs(self.feature, self.kernel)
         if pairs is not None:
             return SeparatePosterior.from_state(pairs, saved)
@@ -357,9 +415,11 @@ class SGPR(Regression[SGPROptions]):
         See `sparsegp.models.core.conditioning`."""
         return condition_on_observations(self, X, y, noise)
 
-    def _conditioning_member(self) -> Family:
-        """The collapsed family's member conditioning updates (this model's)."""
-        return self._family
+    def _conditioning_member(self) -> Family | None:
+        """The collapsed family's member conditioning updates (this model's), or None in the
+        exact limit (`is_exact`): the exact GP's update, and the new inputs join the inducing
+        inputs, so that the new model is the exact GP too."""
+        return None if isinstance(self.posterior(), ExactPosterior) else self._family
 
     @property
     def num_fantasies(self) -> int | None:
@@ -402,7 +462,8 @@ class SGPR(Regression[SGPROptions]):
             raise ValueError("streaming updates take a model of one output, y [N]")
         if self.heteroscedastic:
             raise ValueError("streaming updates take a model with one noise variance")
-        return streaming.summary_of(self, "the collapsed posterior of one output (an SGPR's)")
+        return streaming.summary_of(self, "the collapsed posterior of one output (an SGPR's)",
+                                    self._sparse_posterior() if self.is_exact else None)
 
     def _stream_batch(self, X_new: ArrayLike, y_new: ArrayLike) -> streaming.Batch:
         """X_new and y_new in this model's internal units (float64)."""

@@ -112,6 +112,10 @@ class StreamingSGPR(SGPR, streams=SGPR):
         L, q, used = streaming_posterior_q(self.streaming_problem())
         return SparsePosterior(self.kernel, self.feature, L, q, self.noise_rows(), used)
 
+    def _covers_data(self, fixed: bool = True) -> bool:
+        """Never the exact GP of its batch alone: the summary holds the data before it."""
+        return False
+
     def _stream_start(self) -> None:
         """An update without a fit starts at the old hyperparameters: nothing to do."""
 
