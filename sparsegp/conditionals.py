@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from .linalg import solve_lower, solve_lower_t
+from .runtime.transforms import under_transform
 
 
 class WhitenedGaussian(NamedTuple):
@@ -126,7 +127,7 @@ def folded_conditional(Kus: Tensor, kff: Tensor, f: Folded, full_cov: bool = Fal
         return mean, kff - V.mT @ (f.sign[..., None] * V)
     # Σ_m sign_m V_mb², squared in place where nothing differentiates V (no temporaries: at
     # M = 500 the two it took cost 20% on top of the product itself)
-    V = V.square_() if not V.requires_grad else V.square()
+    V = V.square_() if not (V.requires_grad or under_transform(V)) else V.square()
     return mean, (kff[:, None] - (f.sign[:, None, :] @ V)[:, 0, :].mT).clamp_min(0.0)
 
 

@@ -20,7 +20,7 @@ import numbers
 import warnings
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeAlias, TypedDict, TypeVar
+from typing import Any, TypeAlias, TypedDict, TypeVar, cast
 
 import numpy as np
 import torch
@@ -48,6 +48,7 @@ from .diagnostics import ApproximationWarning, ConvergenceWarning
 from .features.initialisation import distinct_rows
 from .kernels.base import Kernel
 from .likelihoods import Bernoulli, MultiClass
+from .likelihoods.base import Likelihood
 from .means import MeanLike
 from .models import GPR, SGPC, SGPR, SVGP
 from .models.core.predictions import SAMPLE_JITTER, joint_factor
@@ -101,6 +102,37 @@ def _collecting(fit: Callable[[], T]) -> tuple[T, list[str]]:
     return result, kept
 
 
+def _iterations(run: Callable[[], Any]) -> tuple[int, list[str]]:
+    """`run()` (a fit) collecting its warnings: its iterations and the collected messages."""
+    result, caught = _collecting(run)
+    return int(result.iterations), caught
+
+
+#: A classifier's `link`: (the two-class link, the several-class link) of its family.
+_LINKS: dict[str | None, tuple[str, str]] = {
+    None: ("probit", "robustmax"), "probit": ("probit", "robustmax"),
+    "robustmax": ("probit", "robustmax"), "logit": ("logit", "softmax"),
+    "softmax": ("logit", "softmax")}
+
+
+def _likelihood(likelihood: object) -> Likelihood:
+    """The regressor's `likelihood=`: a new likelihood of a registered name ("studentt",
+    "poisson", ...: its defaults), or a copy of a single-latent sparsegp likelihood."""
+    if isinstance(likelihood, str):
+        names = {n.lower(): n for n in Likelihood.registry.names()}
+        name = names.get(likelihood.lower().replace("_", "").replace("-", ""))
+        if name is not None:
+            try:
+                likelihood = Likelihood.registry.get(name)()
+            except TypeError:  # needs arguments (MultiClass: the classes): not for regression
+                pass
+    if not isinstance(likelihood, Likelihood) or getattr(likelihood, "num_latent", 1) != 1:
+        raise ValueError("likelihood must be None (Gaussian noise), the name of a single-latent "
+                         "sparsegp likelihood ('studentt', 'poisson', 'negativebinomial', ...) "
+                         f"or one (sparsegp.likelihoods.StudentT(df=4), ...); got {likelihood!r}")
+    return _copy(likelihood)
+
+
 def _pass_on(caught: list[warnings.WarningMessage],
              text: Callable[[Warning | str], str] = str) -> None:
     """Give the recorded warnings again (their messages through `text`), under the user's
@@ -147,6 +179,19 @@ def _num_inducing(num_inducing: object, X: ArrayLike) -> int:
     return min(int(num_inducing), distinct_rows(torch.tensor(X)))  # a copy: X may be read-only
 
 
+def _holds_hyperparameters(maxiter: object) -> bool:
+    """maxiter=0: the hyperparameters stay at their starting values (scikit-learn's
+    `optimizer=None`); the approximate posterior (q(u), the sites) is still computed."""
+    return isinstance(maxiter, numbers.Integral) and not isinstance(maxiter, bool) and maxiter == 0
+
+
+def _hold_hyperparameters(model: torch.nn.Module) -> None:
+    """Freeze every parameter but the variational q(u)'s."""
+    for name, p in model.named_parameters():
+        if not name.startswith("q_"):
+            p.requires_grad_(False)
+
+
 def _copy(part: T) -> T:
     """A fresh copy of a kernel or mean (scikit-learn's `clone` of a non-estimator: a deep
     copy), so that fitting never changes the object the user passed."""
@@ -162,14 +207,28 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     X by k-means++ seeded from `random_state`, at most N. kernel: a sparsegp kernel (None: a
     squared exponential with ARD lengthscales) and mean: a `sparsegp.means` mean (None: zero);
     both are copied at `fit`, never changed. noise_variance: its starting value (None: from
-    the data). maxiter: L-BFGS-B iterations. standardize: fit on standardised X and y (the
-    model's `standardize_X`/`standardize_y`); predictions are in the units of y either way.
+    the data). likelihood: None (Gaussian noise: SGPR or GPR, as above), or a single-latent
+    `sparsegp.likelihoods` likelihood by name ("studentt" for outliers, "poisson" or
+    "negativebinomial" for counts, ...: its defaults) or as an object (`StudentT(df=4)`, copied
+    at `fit`; a torch object, whose hash changes when copied, so that scikit-learn's
+    `check_estimators_overwrite_params` fails on it, as on a kernel or a mean object): an
+    `SVGP` of its ELBO by full-batch L-BFGS-B, q(u) included; `predict` then gives the
+    predictive mean of y* and `return_std` its standard deviation. maxiter: L-BFGS-B
+    iterations; 0 holds the hyperparameters at their starting values (scikit-learn's
+    `optimizer=None`; an SVGP's q(u) is still fitted).
+    standardize: fit on standardised X and y (the model's `standardize_X`/`standardize_y`;
+    X only with a likelihood); predictions are in the units of y either way. y may have
+    several columns [N, P] (outputs sharing the kernel and the inducing inputs; Gaussian
+    noise, not "exact").
+    `partial_fit(X, y)` updates a fitted sparse model with a new batch (a streaming update:
+    `SGPR.update` or `SVGP.update`, the old data never needed again), or fits a first one.
 
     Fitted attributes: `model_` (the sparsegp model), `n_features_in_`,
-    `feature_names_in_` (for a DataFrame), `log_marginal_likelihood_value_` (the objective:
-    bound, PEP energy or exact log evidence), `n_iter_` and `fit_warnings_`.
-    Shapes: X [N, D], y [N] -> `predict(X* [N*, D])` mean `[N*]` (with `return_std` also the
-    standard deviation `[N*]`, with `return_cov` the covariance `[N*, N*]`).
+    `feature_names_in_` (for a DataFrame), `X_train_` and `y_train_` (the last batch fitted),
+    `log_marginal_likelihood_value_` (the objective: bound, PEP energy, ELBO or exact log
+    evidence), `n_iter_` and `fit_warnings_`.
+    Shapes: X [N, D], y [N] (or [N, P]) -> `predict(X* [N*, D])` mean `[N*]` (`[N*, P]`; with
+    `return_std` also the standard deviation, with `return_cov` the covariance `[N*, N*]`).
 
     Example:
 
@@ -189,7 +248,9 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, approximation: str = "vfe", alpha: float | None = None,
                  num_inducing: int = 100, kernel: Kernel | None = None, mean: MeanLike = None,
                  noise_variance: float | None = None, maxiter: int = MAXITER,
-                 standardize: bool = True, random_state: RandomState = None) -> None:
+                 standardize: bool = True, random_state: RandomState = None,
+                 likelihood: Likelihood | str | None = None) -> None:
+        self.likelihood = likelihood
         self.approximation = approximation
         self.alpha = alpha
         self.num_inducing = num_inducing
@@ -201,8 +262,12 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> SparseGPRegressor:
-        """Build the model on (X [N, D], y [N]) and maximise its objective; returns self."""
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, ensure_min_samples=2)
+        """Build the model on (X [N, D], y [N] or [N, P]) and maximise its objective; returns
+        self."""
+        Xa: np.ndarray
+        ya: np.ndarray
+        Xa, ya = validate_data(self, X, y, y_numeric=True, dtype=np.float64,
+                               ensure_min_samples=2, multi_output=self.likelihood is None)
         standardize = check_bool(self.standardize, "standardize")
         common: _RegressorOptions = dict(kernel=_copy(self.kernel), mean=_copy(self.mean),
                       noise_variance=self.noise_variance, standardize_X=standardize,
@@ -215,20 +280,70 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("noise_variance must be one number (the noise's starting value): "
                              "known per-point noise needs the new points' noise at prediction, "
                              "which scikit-learn's predict cannot pass; use sparsegp.SGPR")
-        model: GPR | SGPR
-        if name == "exact":
-            model = _built(partial(GPR, X, y, **common))
+        if name == "exact" and ya.ndim == 2:
+            raise ValueError("approximation='exact' (GPR) takes one output, y [N]; several "
+                             "outputs y [N, P] take a sparse approximation ('vfe', ...)")
+        hold = _holds_hyperparameters(self.maxiter)
+        model: GPR | SGPR | SVGP
+        if self.likelihood is not None:
+            model = _built(partial(SVGP, Xa, ya, likelihood=_likelihood(self.likelihood),
+                                   kernel=common["kernel"], mean=common["mean"],
+                                   inducing_points=_num_inducing(self.num_inducing, Xa),
+                                   seed=_seed(self.random_state), standardize_X=standardize))
+            if hold:
+                _hold_hyperparameters(model)
+            run = partial(fit_lbfgsb, model, maxiter=MAXITER if hold else self.maxiter,
+                          progress=False)
         else:
-            alpha = self.alpha if name == "pep" else None  # one grid may search all names
-            model = _built(partial(SGPR, X, y,
-                                   inducing_points=_num_inducing(self.num_inducing, X),
-                                   approximation=self.approximation, alpha=alpha,
-                                   seed=_seed(self.random_state), **common))
-        result, self.fit_warnings_ = _collecting(partial(model.fit, maxiter=self.maxiter,
-                                                         progress=False))
+            if name == "exact":
+                model = _built(partial(GPR, Xa, ya, **common))
+            else:
+                alpha = self.alpha if name == "pep" else None  # one grid may search all names
+                model = _built(partial(SGPR, Xa, ya,
+                                       inducing_points=_num_inducing(self.num_inducing, Xa),
+                                       approximation=self.approximation, alpha=alpha,
+                                       seed=_seed(self.random_state), **common))
+            run = partial(model.fit, maxiter=self.maxiter, progress=False)
+        self.n_iter_, self.fit_warnings_ = (0, []) if hold and self.likelihood is None else \
+            _iterations(run)
+        return self._fitted(model, Xa, ya)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = self.likelihood is None  # y [N, P]: Gaussian noise
+        return tags
+
+    def _more_tags(self) -> dict[str, bool]:  # scikit-learn < 1.6
+        return {"multioutput": self.likelihood is None}
+
+    def partial_fit(self, X: ArrayLike, y: ArrayLike) -> SparseGPRegressor:
+        """Fit on a first batch; on later ones, update the fitted model with the new batch
+        (X [N, D], y as before): a streaming update (`SGPR.update`, `SVGP.update`: the old
+        data enter through the model's posterior, never again as rows), its hyperparameters
+        fitted to the batch and the summary (`maxiter`). Returns self."""
+        if not hasattr(self, "model_"):
+            return self.fit(X, y)
+        Xa: np.ndarray
+        ya: np.ndarray
+        Xa, ya = validate_data(self, X, y, y_numeric=True, dtype=np.float64, reset=False,
+                               multi_output=self.likelihood is None)
+        if isinstance(self.model_, GPR):
+            raise ValueError("partial_fit updates a sparse model (a streaming update); "
+                             "approximation='exact' refits: call fit on all the data")
+        if _holds_hyperparameters(self.maxiter) and self.likelihood is None:
+            update = partial(self.model_.update, Xa, ya, fit=False)
+        elif isinstance(self.model_, SVGP):  # its update's own minibatch schedule
+            update = partial(self.model_.update, Xa, ya, progress=False)
+        else:
+            update = partial(self.model_.update, Xa, ya, maxiter=self.maxiter, progress=False)
+        model, self.fit_warnings_ = _collecting(update)
+        return self._fitted(cast("GPR | SGPR | SVGP", model), Xa, ya)
+
+    def _fitted(self, model: GPR | SGPR | SVGP, X: np.ndarray, y: np.ndarray
+                ) -> SparseGPRegressor:
         self.model_ = model
         model.feature_names = getattr(self, "feature_names_in_", None)
-        self.n_iter_ = result.iterations
+        self.X_train_, self.y_train_ = X, y
         self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
         return self
 
@@ -245,7 +360,14 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         if return_std and return_cov:
             raise RuntimeError("at most one of return_std and return_cov can be requested")
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        mean, var = self.model_.predict(X, full_cov=return_cov, include_noise=include_noise)
+        if isinstance(self.model_, SVGP):  # a likelihood's predictive moments of y*
+            if return_cov:
+                raise ValueError("return_cov needs Gaussian noise; with a likelihood, predict "
+                                 "gives the mean of y* and return_std its standard deviation")
+            predict = self.model_.predict_y if include_noise else self.model_.predict_f
+            mean, var = predict(X)
+        else:
+            mean, var = self.model_.predict(X, full_cov=return_cov, include_noise=include_noise)
         if return_cov:
             return mean, var
         if return_std:
@@ -277,20 +399,23 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     approximation: "pep" (Power EP, `SGPC`, two classes only; power `alpha` in (0, 1],
     α = 1 is EP), "svgp" (the variational `SVGP`: a `Bernoulli` likelihood for two classes,
     `MultiClass` with one latent function per class for more; `alpha` is ignored) or "auto"
-    (default: "pep" for two classes, "svgp" for more). link: "probit" or "logit" for two
-    classes, "softmax" or "robustmax" for more (None: probit for two; robustmax for more,
-    whose class probabilities come from deterministic quadrature rather than Monte Carlo).
+    (default: "pep" for two classes, "svgp" for more). link: a family that serves any number
+    of classes — "logit" and "softmax" (the logistic is the two-class softmax) or "probit" and
+    "robustmax" (None, the default: probit for two classes, robustmax for more, both with
+    class probabilities from deterministic quadrature rather than Monte Carlo).
     num_inducing: M, chosen from X by k-means++ seeded from `random_state`, at most N.
     kernel (None: squared exponential with ARD) and mean (None: zero) are copied at `fit`.
     maxiter: None for the model's default (Power EP: 20 rounds of site sweeps and
     L-BFGS-B), else passed to its `fit`; the SVGP's ELBO is maximised over all parameters,
-    q(u) included, by full-batch L-BFGS-B (`maxiter` iterations, default 2000).
+    q(u) included, by full-batch L-BFGS-B (`maxiter` iterations, default 2000); 0 holds the
+    hyperparameters at their starting values (scikit-learn's `optimizer=None`: the sites or
+    q(u) are still fitted).
     standardize: standardise the columns of X inside the model.
 
     Labels may be any values (strings, {−1, 1}, ...); `classes_` holds them sorted.
-    Fitted attributes: `model_`, `classes_`, `n_features_in_`, `feature_names_in_` (for a
-    DataFrame), `log_marginal_likelihood_value_` (PEP energy or ELBO), `n_iter_`,
-    `fit_warnings_`.
+    Fitted attributes: `model_`, `classes_`, `n_classes_`, `n_features_in_`,
+    `feature_names_in_` (for a DataFrame), `log_marginal_likelihood_value_` (PEP energy or
+    ELBO), `n_iter_`, `fit_warnings_`.
     Shapes: X [N, D], y [N] -> `predict_proba(X* [N*, D])` `[N*, C]`, `predict` labels `[N*]`.
 
     Example:
@@ -329,10 +454,9 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         if name not in ("auto", "pep", "svgp"):
             raise ValueError(f"approximation must be 'auto', 'pep' or 'svgp'; got "
                              f"{self.approximation!r}")
-        links = ("probit", "logit") if num_classes == 2 else ("softmax", "robustmax")
-        if self.link is not None and self.link not in links:
-            raise ValueError(f"link={self.link!r} does not apply to {num_classes} classes: "
-                             f"use {links[0]!r} or {links[1]!r} (or None)")
+        if not isinstance(self.link, (str, type(None))) or self.link not in _LINKS:
+            raise ValueError(f"link must be None, 'probit', 'logit', 'softmax' or 'robustmax'; "
+                             f"got {self.link!r}")
         if name == "auto":
             return "pep" if num_classes == 2 else "svgp"
         if name == "pep" and num_classes > 2:
@@ -354,22 +478,27 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                       seed=_seed(self.random_state),
                       standardize_X=check_bool(self.standardize, "standardize"))
         codes = codes.astype(np.float64)
-        binary_link = "probit" if self.link is None else self.link
+        binary_link, multi_link = _LINKS[self.link]
         model: SGPC | SVGP
+        hold = _holds_hyperparameters(self.maxiter)
         if backend == "pep":
             model = _built(partial(SGPC, X, codes, alpha=self.alpha, link=binary_link, **common))
-            options: dict[str, Any] = {} if self.maxiter is None else {"maxiter": self.maxiter}
+            if hold:
+                model.freeze()  # the sites are still fitted
+            options: dict[str, Any] = ({} if self.maxiter is None or hold
+                                       else {"maxiter": self.maxiter})
             run = partial(model.fit, progress=False, **options)
         else:
             likelihood = (Bernoulli(link=binary_link) if len(classes) == 2 else
-                          MultiClass(len(classes), link=self.link or "robustmax"))
+                          MultiClass(len(classes), link=multi_link))
             model = _built(partial(SVGP, X, codes, likelihood=likelihood, **common))
-            maxiter = MAXITER if self.maxiter is None else self.maxiter
+            if hold:
+                _hold_hyperparameters(model)
+            maxiter = MAXITER if self.maxiter is None or hold else self.maxiter
             run = partial(fit_lbfgsb, model, maxiter=maxiter, progress=False)
-        result, self.fit_warnings_ = _collecting(run)
-        self.model_, self.classes_ = model, classes
+        self.n_iter_, self.fit_warnings_ = _iterations(run)
+        self.model_, self.classes_, self.n_classes_ = model, classes, len(classes)
         model.feature_names = getattr(self, "feature_names_in_", None)
-        self.n_iter_ = result.iterations
         self.log_marginal_likelihood_value_ = model.log_marginal_likelihood()
         return self
 

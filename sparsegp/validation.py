@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from .runtime.config import DEFAULT_DTYPE
+from .runtime.transforms import under_transform
 
 #: What user data may be: numpy arrays, lists, tensors, pandas DataFrames and Series (any
 #: array-like `as_tensor` takes).
@@ -73,6 +74,8 @@ def as_tensor(
         t = x.detach().contiguous()
         if not t.is_floating_point():
             return t.to(dtype or DEFAULT_DTYPE)
+        if under_transform(x):  # inside torch.func: no memory of the user's to share
+            return t
         return t.clone() if t.data_ptr() == x.data_ptr() else t
     if _pandas_kind(x) is not None:
         x = _pandas_values(x, name)
@@ -249,13 +252,26 @@ def seeded_generator(seed: object, device: torch.device | str | None = None
 
 
 def check_finite(t: Tensor, name: str) -> Tensor:
-    """Raise if t holds NaN or inf, saying where."""
+    """Raise if t holds NaN or inf, saying where (not inside a torch.func transform, which
+    cannot branch on values)."""
+    if under_transform(t):
+        return t
     bad = ~torch.isfinite(t)
     if bool(bad.any()):
         idx = tuple(int(i) for i in torch.nonzero(bad)[0])
         kind = "NaN" if bool(torch.isnan(t).any()) else "inf"
         raise ValueError(f"{name} contains {kind} (first at index {idx}); remove or impute it")
     return t
+
+
+def check_input_shape(X: Tensor, name: str, num_features: int | None) -> None:
+    """`as_inputs`'s checks of X's shape alone (for a tensor whose values cannot be read)."""
+    if X.dim() != 2:
+        raise ValueError(f"{name} must be 2-D [N, D]; got shape {tuple(X.shape)}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
+    if num_features is not None and X.shape[1] != num_features:
+        raise ValueError(f"{name} has {X.shape[1]} columns but the model expects {num_features}")
 
 
 def as_inputs(
@@ -330,7 +346,19 @@ def model_device(X: ArrayLike, y: ArrayLike | None) -> torch.device:
     devices = {t.device for t in (X, y) if isinstance(t, Tensor)}
     if len(devices) > 1:
         raise ValueError(f"X and y are on different devices: {sorted(map(str, devices))}")
-    return devices.pop() if devices else torch.device("cpu")
+    device = devices.pop() if devices else torch.device("cpu")
+    check_not_meta(device)
+    return device
+
+
+def check_not_meta(device: torch.device) -> None:
+    """Refuse the meta device: a model's construction reads the data's values (starting
+    values, checks, its posterior), which meta tensors do not hold."""
+    if torch.device(device).type == "meta":
+        raise ValueError("sparsegp models cannot live on the meta device: building one reads "
+                         "the values of X and y (data-based starting values, checks) and "
+                         "predicting reads its posterior's, which meta tensors do not hold; "
+                         "use 'cpu' or 'cuda'")
 
 
 class ScaleWarning(UserWarning):

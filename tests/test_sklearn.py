@@ -41,6 +41,7 @@ def _checks():
     SCIPY_ARRAY_API is set."""
     decorator = parametrize_with_checks([
         SparseGPRegressor(num_inducing=10, maxiter=20),
+        SparseGPRegressor(num_inducing=10, maxiter=0),  # fixed hyperparameters
         SparseGPClassifier(num_inducing=10, maxiter=1),
         SparseGPClassifier(approximation="svgp", num_inducing=10, maxiter=5),
     ])
@@ -223,8 +224,8 @@ def test_num_inducing_is_capped_at_the_distinct_inputs():
     # fitted, then every predict failed: "predicting noisy y* needs the noise of the new points"
     (SparseGPRegressor(noise_variance=[0.1] * 30), "noise_variance must be one number"),
     (SparseGPRegressor(approximation="foo"), "must be one of vfe, fitc, dtc, pep or exact"),
-    (SparseGPClassifier(link="softmax"), "link='softmax' does not apply to 2 classes: use "
-                                         "'probit' or 'logit'"),
+    (SparseGPClassifier(link="sigmoid"), "link must be None, 'probit', 'logit', 'softmax' "
+                                         "or 'robustmax'; got 'sigmoid'"),
 ])
 def test_wrapper_options_that_cannot_work_are_named_at_fit(estimator, message):
     X, y = _binary(30)
@@ -233,10 +234,18 @@ def test_wrapper_options_that_cannot_work_are_named_at_fit(estimator, message):
 
 
 def test_classifier_link_and_approximation_names_for_several_classes():
+    """A link names a family that serves two classes and more (one estimator for both, as
+    scikit-learn's checks and model selection use it): logit and softmax, probit and
+    robustmax."""
     X, y = _three_classes()
-    with pytest.raises(ValueError, match="link='logit' does not apply to 3 classes: use "
-                                         "'softmax' or 'robustmax'"):
-        SparseGPClassifier(link="logit").fit(X, y)
+    Xb, yb = _binary()
+    for link, two, more in [("logit", "logit", "softmax"), ("softmax", "logit", "softmax"),
+                            ("probit", "probit", "robustmax"), (None, "probit", "robustmax"),
+                            ("robustmax", "probit", "robustmax")]:
+        binary = SparseGPClassifier(link=link, num_inducing=5, maxiter=1).fit(Xb, yb)
+        several = SparseGPClassifier(link=link, num_inducing=5, maxiter=2).fit(X, y)
+        assert binary.model_.likelihood.link == two and several.model_.likelihood.link == more
+        assert several.n_classes_ == 3 and binary.n_classes_ == 2
     est = SparseGPClassifier(approximation="SVGP", num_inducing=5, maxiter=5).fit(X, y)
     assert type(est.model_).__name__ == "SVGP"  # as the regressor takes "VFE"
 
@@ -275,3 +284,90 @@ def test_a_missing_scikit_learn_is_named_in_the_error():
     out = import_error_without("sparsegp.sklearn", "sklearn")
     assert 'pip install "scikit-learn>=1.3"' in out and 'pip install ".[sklearn]"' in out
     assert "sparsegp[" not in out
+
+
+# -- likelihoods, several outputs, streaming, fixed hyperparameters -----------------------------
+def _outliers(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 5, (n, 2))
+    f = np.sin(X[:, 0]) + 0.3 * X[:, 1]
+    y = f + 0.1 * rng.standard_normal(n)
+    y[:10] += 8.0  # ten gross outliers
+    return X, y, f
+
+
+def test_a_student_t_likelihood_is_an_svgp_robust_to_outliers():
+    """likelihood="studentt" (a name) or an object: an SVGP of that likelihood, whose mean
+    follows f where Gaussian noise is dragged by ten outliers (measured: RMSE to f 0.035
+    against 0.51)."""
+    X, y, f = _outliers()
+    rmse = {}
+    for name, likelihood in [("gaussian", None), ("studentt", "studentt"),
+                             ("object", sg.likelihoods.StudentT())]:
+        reg = SparseGPRegressor(num_inducing=20, likelihood=likelihood, maxiter=100,
+                                random_state=0).fit(X, y)
+        mean, std = reg.predict(X, return_std=True)
+        rmse[name] = float(np.sqrt(np.mean((mean - f) ** 2)))
+        assert std.shape == (200,) and np.all(std > 0)
+    assert type(reg.model_).__name__ == "SVGP" and type(reg.model_.likelihood).__name__ == "StudentT"
+    assert rmse["studentt"] < 0.1 < 0.3 < rmse["gaussian"]
+    assert rmse["object"] == pytest.approx(rmse["studentt"], rel=1e-9)
+    with pytest.raises(ValueError, match="single-latent sparsegp likelihood"):
+        SparseGPRegressor(likelihood="multiclass").fit(X, y)
+
+
+def test_several_outputs_are_one_sgpr_of_y_n_by_p():
+    X, y, _ = _outliers(80)
+    Y = np.c_[y, -2.0 * y]
+    reg = SparseGPRegressor(num_inducing=10, maxiter=30, random_state=0).fit(X, Y)
+    mean, std = reg.predict(X[:5], return_std=True)
+    assert mean.shape == std.shape == (5, 2)
+    model = sg.SGPR(X, Y, inducing_points=reg.model_.inducing_points, standardize_X=True)
+    model.load_state_dict(reg.model_.state_dict())
+    np.testing.assert_allclose(mean, model.predict_y(X[:5])[0], rtol=1e-10)
+    with pytest.raises(ValueError, match="takes one output"):
+        SparseGPRegressor(approximation="exact").fit(X, Y)
+
+
+def test_partial_fit_is_the_streaming_update():
+    """The first batch is a fit; each later one `model_.update(X, y)` (SGPR's streaming
+    update): the same model as calling the update on the wrapped model."""
+    X, y, f = _outliers(160)
+    y[:10] -= 8.0
+    reg = SparseGPRegressor(num_inducing=15, maxiter=50, random_state=0)
+    reg.partial_fit(X[:40], y[:40])
+    first = reg.model_
+    reg.partial_fit(X[40:80], y[40:80])
+    direct = first.update(X[40:80], y[40:80], maxiter=50, progress=False)
+    np.testing.assert_allclose(reg.predict(X), direct.predict_y(X)[0], rtol=1e-9, atol=1e-12)
+    for k in (2, 3):
+        reg.partial_fit(X[40 * k:40 * (k + 1)], y[40 * k:40 * (k + 1)])
+    assert reg.model_.num_data_seen == 160 and reg.X_train_.shape == (40, 2)
+    assert float(np.sqrt(np.mean((reg.predict(X) - f) ** 2))) < 0.1
+    exact = SparseGPRegressor(approximation="exact").fit(X[:20], y[:20])
+    with pytest.raises(ValueError, match="partial_fit updates a sparse model"):
+        exact.partial_fit(X[20:40], y[20:40])
+
+
+def test_maxiter_zero_holds_the_hyperparameters_and_fits_the_approximation():
+    """scikit-learn's optimizer=None: the starting hyperparameters kept; the classifier's
+    sites (Power EP) or q(u) (SVGP) are still fitted, so its predictions are not the
+    prior's."""
+    X, y, _ = _outliers(60)
+    reg = SparseGPRegressor(num_inducing=10, maxiter=0, random_state=0).fit(X, y)
+    start = sg.SGPR(X, y, inducing_points=reg.model_.inducing_points, standardize_X=True)
+    assert reg.n_iter_ == 0
+    np.testing.assert_array_equal(reg.model_.kernel.lengthscale, start.kernel.lengthscale)
+    Xb, yb = _binary()
+    X3, y3 = _three_classes()
+    starts = {2: lambda X, codes: sg.SGPC(X, codes, inducing_points=8, seed=0,
+                                          standardize_X=True),
+              3: lambda X, codes: sg.SVGP(X, codes, inducing_points=8, seed=0,
+                                          standardize_X=True,
+                                          likelihood=sg.likelihoods.MultiClass(3))}
+    for Xc, yc in ((Xb, yb), (X3, y3)):
+        clf = SparseGPClassifier(num_inducing=8, maxiter=0, random_state=0).fit(Xc, yc)
+        codes = np.unique(yc, return_inverse=True)[1].astype(float)
+        start = starts[clf.n_classes_](Xc, codes)
+        np.testing.assert_array_equal(clf.model_.kernel.lengthscale, start.kernel.lengthscale)
+        assert clf.score(Xc, yc) > 0.8  # the approximation fitted: not the prior's 1/C

@@ -730,3 +730,20 @@ def test_a_kissgp_grid_too_coarse_for_the_lengthscale_warns():
     kernel = sg.kernels.SquaredExponential(lengthscale=0.1)
     with pytest.warns(sg.ApproximationWarning, match="grid_size ≥"):
         sg.KISSGP(X, y, kernel=kernel, grid_size=10)
+
+
+@pytest.mark.parametrize("build", [lambda X, y: sg.GPR(X, y), lambda X, y: sg.SGPR(X, y),
+                                   lambda X, y: sg.SVGP(X, y, inducing_points=4)])
+def test_the_meta_device_is_refused_with_why(build):
+    """A model reads its data's values when built and its posterior's when predicting: meta
+    tensors hold none. Building from them, or moving a model there, is a clear ValueError,
+    and the model stays where it was."""
+    X = torch.rand(12, 2, dtype=torch.float64)
+    y = X.sum(1)
+    with pytest.raises(ValueError, match="cannot live on the meta device"):
+        build(X.to("meta"), y.to("meta"))
+    model = build(X, y)
+    with pytest.raises(ValueError, match="cannot live on the meta device"):
+        model.to("meta")
+    assert model.device == torch.device("cpu")
+    assert np.all(np.isfinite(model.predict_f(X.numpy())[0]))

@@ -137,6 +137,13 @@ class Kernel(Registered, Parameterised, ABC, metaclass=_KernelType):
         if "variance" in self._unset:
             self._assign("variance", signal_variance)
 
+    def initialise_from_targets(self, X: Tensor, y: Tensor, signal_variance: float) -> None:
+        """Give every unset parameter a starting value based on the inputs X [N, D] and the
+        targets y [N] of a regression model (its residuals from the prior mean): as
+        `initialise_from_data` for most kernels; a kernel whose natural start reads the
+        targets (`SpectralMixture`: the peaks of their periodogram) overrides it."""
+        self.initialise_from_data(X, signal_variance)
+
     def _assign(self, name: str, value: ArrayLike, reshape: bool = False) -> None:
         """`set_value` (in place; `reshape=True` where the shape is meant to change), and the
         parameter is no longer unset."""
@@ -187,8 +194,14 @@ def kernel_from_config(cfg: dict[str, Any]) -> Kernel:
 
 
 def _short(t: Tensor) -> str:
-    v = as_user_value(t)
-    return f"{v:.4g}" if isinstance(v, float) else "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
+    return _format(as_user_value(t))
+
+
+def _format(v: Any) -> str:
+    """A number as 4 significant digits, an array of any shape as nested lists of them."""
+    if isinstance(v, float) or np.ndim(v) == 0:
+        return f"{float(v):.4g}"
+    return "[" + ", ".join(_format(x) for x in v) + "]"
 
 
 class Combination(Kernel):
@@ -225,6 +238,18 @@ class Combination(Kernel):
         sep = " + " if isinstance(self, Sum) else " * "
         return "(" + sep.join(repr(k) for k in self.kernels) + ")"
 
+    @abstractmethod
+    def _share(self, signal_variance: float) -> float:
+        """Each part's starting signal variance, given the whole's."""
+
+    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
+        for k in self.kernels:
+            k.initialise_from_data(X, self._share(signal_variance))
+
+    def initialise_from_targets(self, X: Tensor, y: Tensor, signal_variance: float) -> None:
+        for k in self.kernels:
+            k.initialise_from_targets(X, y, self._share(signal_variance))
+
 
 class Sum(Combination):
     """k(x, x') = Σ_i k_i(x, x').
@@ -253,9 +278,8 @@ class Sum(Combination):
     def K_diag(self, X: Tensor) -> Tensor:
         return cast(Tensor, sum(k.K_diag(X) for k in self.kernels))
 
-    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
-        for k in self.kernels:
-            k.initialise_from_data(X, signal_variance / len(self.kernels))
+    def _share(self, signal_variance: float) -> float:
+        return signal_variance / len(self.kernels)
 
 
 class Product(Combination):
@@ -284,9 +308,8 @@ class Product(Combination):
     def K_diag(self, X: Tensor) -> Tensor:
         return cast(Tensor, math.prod(k.K_diag(X) for k in self.kernels))
 
-    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
-        for k in self.kernels:
-            k.initialise_from_data(X, signal_variance ** (1.0 / len(self.kernels)))
+    def _share(self, signal_variance: float) -> float:
+        return signal_variance ** (1.0 / len(self.kernels))
 
 
 def as_inputs(X: Tensor, name: str = "X") -> Tensor:

@@ -36,9 +36,11 @@ class Separate(Combination):
         raise TypeError("Separate holds one kernel per output: it has no covariance of its own "
                         "(use its parts, kernels[p])")
 
-    def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
-        for k in self.kernels:
-            k.initialise_from_data(X, signal_variance)
+    def _share(self, signal_variance: float) -> float:
+        return signal_variance  # one output each, each of that variance
+
+    def initialise_from_targets(self, X: Tensor, y: Tensor, signal_variance: float) -> None:
+        self.initialise_from_data(X, signal_variance)  # y is one output's, not each part's
 
     def __repr__(self) -> str:
         return "Separate[" + ", ".join(repr(k) for k in self.kernels) + "]"

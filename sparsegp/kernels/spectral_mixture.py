@@ -18,6 +18,10 @@ from .stationary import scaled_squared_distance
 
 #: Floor of the mean frequencies: 0 (a component at frequency ~0 is a squared exponential).
 MEAN_FLOOR = 0.0
+#: A regression model's start reads the periodogram of at most this many rows, on a grid
+#: oversampled this many times (its cost: O(rows² · oversampling) per input column).
+SPECTRUM_ROWS = 1000
+SPECTRUM_OVERSAMPLE = 5
 
 
 class SpectralMixture(Kernel):
@@ -33,8 +37,10 @@ class SpectralMixture(Kernel):
 
     Shapes: weights [Q], means and scales [Q, D] or [Q, 1] (one value for every column; a 1-D
     array of Q values is read as [Q, 1]); X [N, D], X2 [N2, D] -> K [N, N2], K_diag [N]. Give
-    `num_mixtures` Q, or arrays whose first dimension is Q. Unset values start from the data
-    GPyTorch-style, from the spread of the inputs, but with no random draw: per column d, with
+    `num_mixtures` Q, or arrays whose first dimension is Q. Unset values start from the data:
+    in a regression model (GPR, SGPR) from the targets' spectrum, as `from_data` starts them
+    (`initialise_from_targets`); elsewhere GPyTorch-style, from the spread of the inputs, but
+    with no random draw: per column d, with
     range R_d (max − min) and the median gap g_d between its sorted distinct values, the
     means μ_qd = (q + ½)/Q · 1/(2 g_d) spread evenly below the Nyquist frequency of that gap,
     the scales s_qd = 1/R_d (envelopes as long as the data), the weights the signal variance
@@ -112,14 +118,9 @@ class SpectralMixture(Kernel):
                              f"{np.shape(X)} and y of shape {np.shape(y)}")
         if not (np.isfinite(Xa).all() and np.isfinite(ya).all()):
             raise ValueError("X and y must be finite (no NaN or inf)")
-        ya = ya - ya.mean()
-        D = Xa.shape[1]
-        means, scales, shares = np.empty((Q, D)), np.empty((Q, D)), np.zeros((Q, D))
-        for d in range(D):
-            means[:, d], scales[:, d], shares[:, d] = _column_peaks(Xa[:, d], ya, Q, oversample)
-        weights = shares.mean(1)
+        means, scales, shares = _spectrum_start(Xa, ya, Q, oversample)
         variance = float(ya.var()) if ya.var() > 0 else 1.0
-        kernel = cls(weights=variance * weights / weights.sum(), means=means, scales=scales)
+        kernel = cls(weights=variance * shares, means=means, scales=scales)
         kernel._unset.add("weights")
         return kernel
 
@@ -157,6 +158,29 @@ class SpectralMixture(Kernel):
         self._per_column("means", X.shape[1])
         self._per_column("scales", X.shape[1])
         return self.value("weights").sum().expand(X.shape[0])
+
+    def initialise_from_targets(self, X: Tensor, y: Tensor, signal_variance: float) -> None:
+        """In a regression model, unset means and scales start from the targets' spectrum as
+        `from_data` starts them (the periodogram of at most `SPECTRUM_ROWS` rows, a seeded
+        subset of larger data, oversampled `SPECTRUM_OVERSAMPLE` times), the unset weights
+        at its peaks' shares of the signal variance; the rest as `initialise_from_data`."""
+        if {"means", "scales"} <= self._unset:
+            Xa = X.detach().double().cpu().numpy()
+            ya = y.detach().double().cpu().numpy().reshape(-1)
+            keep = np.isfinite(ya) & np.isfinite(Xa).all(1)
+            Xa, ya = Xa[keep], ya[keep]
+            if ya.shape[0] > SPECTRUM_ROWS:
+                rows = np.random.default_rng(0).choice(ya.shape[0], SPECTRUM_ROWS, replace=False)
+                Xa, ya = Xa[rows], ya[rows]
+            if ya.shape[0] >= 2:
+                means, scales, shares = _spectrum_start(Xa, ya, self.num_mixtures,
+                                                        SPECTRUM_OVERSAMPLE)
+                self._assign("means", torch.as_tensor(means, dtype=X.dtype), reshape=True)
+                self._assign("scales", torch.as_tensor(scales, dtype=X.dtype), reshape=True)
+                if "weights" in self._unset:
+                    self._assign("weights", torch.as_tensor(signal_variance * shares,
+                                                            dtype=X.dtype))
+        self.initialise_from_data(X, signal_variance)
 
     def initialise_from_data(self, X: Tensor, signal_variance: float) -> None:
         Q = self.num_mixtures
@@ -222,20 +246,26 @@ def _spread_and_gap(X: Tensor) -> tuple[Tensor, Tensor]:
     return (torch.tensor(spread, dtype=X.dtype), torch.tensor(gap, dtype=X.dtype))
 
 
+def _spectrum_start(X: np.ndarray, y: np.ndarray, Q: int, oversample: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Means and scales [Q, D] and weight shares [Q] (summing to 1) from the periodogram
+    peaks of each column of X [N, D] against y [N] (see `SpectralMixture.from_data`)."""
+    y = y - y.mean()
+    D = X.shape[1]
+    means, scales, heights = np.empty((Q, D)), np.empty((Q, D)), np.zeros((Q, D))
+    for d in range(D):
+        means[:, d], scales[:, d], heights[:, d] = _column_peaks(X[:, d], y, Q, oversample)
+    shares = heights.mean(1)
+    return means, scales, shares / shares.sum()
+
+
 def _periodogram(x: np.ndarray, y: np.ndarray, freqs: np.ndarray) -> np.ndarray:
-    """The Lomb–Scargle periodogram of centred y at the frequencies (cycles per unit of x):
-    P(ν) = ½[(Σ y cos ω(x − t))²/Σ cos² ω(x − t) + (Σ y sin ω(x − t))²/Σ sin² ω(x − t)],
-    ω = 2πν, tan 2ωt = Σ sin 2ωx/Σ cos 2ωx; frequencies in chunks of O(10⁶/N)."""
-    out = np.empty(freqs.shape[0])
-    step = max(1, 1_000_000 // max(1, x.shape[0]))
-    for start in range(0, freqs.shape[0], step):
-        w = 2.0 * math.pi * freqs[start:start + step, None]  # [F, 1]
-        t = np.arctan2(np.sin(2.0 * w * x).sum(1), np.cos(2.0 * w * x).sum(1))[:, None] / (2.0 * w)
-        c, s = np.cos(w * (x - t)), np.sin(w * (x - t))
-        cc = np.maximum((c * c).sum(1), 1e-300)
-        ss = np.maximum((s * s).sum(1), 1e-300)
-        out[start:start + step] = 0.5 * ((c @ y) ** 2 / cc + (s @ y) ** 2 / ss)
-    return out
+    """The Lomb–Scargle periodogram of centred y at the frequencies (cycles per unit of x),
+    scipy's: P(ν) = ½[(Σ y cos ω(x − t))²/Σ cos² ω(x − t) + (Σ y sin ω(x − t))²/Σ sin²
+    ω(x − t)], ω = 2πν, tan 2ωt = Σ sin 2ωx/Σ cos 2ωx."""
+    from scipy.signal import lombscargle  # imported here: scipy.signal is slow to import
+
+    return np.asarray(lombscargle(x, y, 2.0 * math.pi * freqs))
 
 
 def _column_peaks(x: np.ndarray, y: np.ndarray, Q: int, oversample: int

@@ -49,7 +49,12 @@ def frozen_copy(module: ModuleT) -> ModuleT:
     if _TRACKING.get():
         return module
     twin = copy.deepcopy(module)
-    twin.requires_grad_(False)
+    # new frozen parameters rather than `requires_grad_(False)`, which torch.func transforms
+    # refuse (a posterior is built inside one when a transformed prediction is the first)
+    for sub in twin.modules():
+        for name, p in list(sub._parameters.items()):
+            if p is not None and p.requires_grad:
+                sub._parameters[name] = nn.Parameter(p.detach(), requires_grad=False)
     return twin
 
 

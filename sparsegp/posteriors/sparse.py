@@ -23,6 +23,7 @@ from ..covariances import cross_covariance
 from ..kernels.base import Kernel
 from ..linalg import solve_lower
 from ..runtime.chunking import ChunkBuffers, auto_chunk_size
+from ..runtime.transforms import under_transform
 from .base import Posterior, frozen, frozen_copy
 
 
@@ -64,8 +65,8 @@ class SparsePosterior(Posterior):
     def _block(self, Xs: Tensor, full_cov: bool, buffers: ChunkBuffers | None = None
                ) -> tuple[Tensor, Tensor]:
         # the streamed evaluation is faster but not differentiable in Xs (e.g. for optimising
-        # an acquisition function through the posterior)
-        differentiable = Xs.requires_grad or self.tracks
+        # an acquisition function through the posterior), nor batched by torch.func's vmap
+        differentiable = Xs.requires_grad or self.tracks or under_transform(Xs)
         if differentiable:
             Kus = cov.Kuf(self.feature, self.kernel, Xs)
         else:

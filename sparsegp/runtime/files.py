@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,7 +77,8 @@ def atomic_path(path: str | Path, *, what: str = "file") -> Iterator[Path]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(err, (OSError, RuntimeError)):  # torch reports write failures as
-            raise OSError(f"cannot write the {what} {path} ({reason(err)})") from None
+            raise OSError(f"cannot write the {what} {path} "  # RuntimeErrors
+                          f"({reason(err, target.parent)})") from None
         raise
     _sync_folder(target.parent)
 
@@ -96,11 +98,19 @@ def _sync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def reason(err: BaseException) -> str:
-    """Why a write failed, in words: no space, permission denied, read-only file system, a
-    missing folder, ..., or else the error's type."""
+#: A write that failed where less than this many bytes are free failed for want of space
+#: (torch's writer says only "file write failed").
+FREE_FLOOR = 1 << 20
+
+
+def reason(err: BaseException, folder: Path | None = None) -> str:
+    """Why a write failed, in words: no space (said, or the `folder` nearly full when a
+    writer's error does not say), permission denied, read-only file system, a missing
+    folder, ..., or else the error's type and its first line."""
     text = str(err)
     code = getattr(err, "errno", None)
+    if folder is not None and code is None and _nearly_full(folder):
+        return "no space left on the device"
     if isinstance(err, PermissionError) or code in (errno.EACCES, errno.EPERM) or \
             "ermission" in text:
         return "permission denied"
@@ -114,7 +124,15 @@ def reason(err: BaseException) -> str:
         return "its folder does not exist"
     if code == errno.EISDIR:
         return "it is a folder"
-    return type(err).__name__
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < FREE_FLOOR
+    except OSError:
+        return False
 
 
 def check_model_path(path: str | Path) -> Path:

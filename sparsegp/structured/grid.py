@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from ..kernels.stationary import RadialKernel
+from ..runtime.transforms import under_transform
 from .interpolation import cubic_weights, interpolation_matrix
 from .kronecker import first_columns, kron_toeplitz_matmul
 
@@ -29,6 +30,10 @@ class Grid(NamedTuple):
 
 def interpolate(X: Tensor, start: Tensor, spacing: Tensor, sizes: list[int]) -> Grid:
     """The `Grid` of the inputs X [N, D] on the grid (start, spacing, sizes)."""
+    if under_transform(X):
+        raise RuntimeError("KISS-GP interpolates its inputs on the grid with sparse CSR "
+                           "matrices, which torch.func transforms (grad, vmap, jacrev, …) do "
+                           "not support: differentiate its predictions with torch.autograd")
     idx, w = cubic_weights(X, start, spacing, sizes)
     W = interpolation_matrix(idx, w, sizes)
     return Grid(_csr(W), _csr(W.t().coalesce()), idx, w, list(sizes), spacing)

@@ -130,8 +130,6 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
                 interrupted, message = True, f"{INTERRUPTED} {where}"  # silenced above
                 warn_interrupted(name, where, stacklevel=4)
                 break
-            if callback is not None:
-                callback(rounds, res.objective)
             change = abs(history[-1] - history[-2]) if len(history) > 1 else math.inf
             if change < tol * (1 + abs(history[-1])):
                 success, message = True, "energy converged"
@@ -141,9 +139,13 @@ def fit_full(model: Any, maxiter: int, tol: float, progress: bool | None,
                                           f"{stall_nats:.3g} nats (pass tol= to run to the "
                                           "relative tolerance alone)")
                 break
+            if callback is not None and rounds < maxiter:  # the last round's: after the sweeps
+                callback(rounds, res.objective)
         if not interrupted:
             where = "in the final site sweeps"
             _sweeps(model, counts, max_sweeps=max_sweeps)  # sites at the final hyperparameters
+            if callback is not None and rounds:  # the model fit() returns
+                callback(rounds, -float(model.training_loss().detach()))
     except KeyboardInterrupt:
         success, interrupted, message = False, True, f"{INTERRUPTED} {where}"
         warn_interrupted(name, where, stacklevel=4)
@@ -202,8 +204,8 @@ def refresh_steps(N: int, B: int) -> int:
 
 
 def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: int,
-                   seed: int, progress: bool | None, refresh_every: int | None = None
-                   ) -> FitResult:
+                   seed: int, progress: bool | None, refresh_every: int | None = None,
+                   callback: Callable[[int, float], None] | None = None) -> FitResult:
     """`epochs` passes over minibatches of `batch_size` sites: a few sweeps of the batch's
     sites, then an Adam step (`lr`) on the energy estimated from the batch (Bui et al. 2017,
     §3.9; `minibatch_energy`: q(u) of all the sites, the batch's local terms and an
@@ -212,7 +214,9 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
     epoch's start; default `refresh_steps`), so that a step costs O(B·M² + M³) and the
     refreshes a pass over the data every few steps, not several passes per step. Ctrl-C at
     any moment leaves the last completed step (a step interrupted half-way is undone; the
-    starting sites and hyperparameters before the first)."""
+    starting sites and hyperparameters before the first). `callback(epoch, energy)` after
+    every epoch (the last one's after the final sweep over all the sites: the model `fit`
+    returns)."""
     start = time.perf_counter()
     name = f"{type(model).__name__}.fit"
     counts = {"sweeps": 0, "skipped_updates": 0, "steps": 0}
@@ -253,7 +257,11 @@ def fit_stochastic(model: Any, batch_size: int, epochs: int, lr: float, sweeps: 
             history.append(model.log_marginal_likelihood())
             done += 1
             bar.update(1)
+            if callback is not None and done < epochs:
+                callback(done, history[-1])
         _sweeps(model, counts)  # all the sites at the final hyperparameters
+        if callback is not None:  # the model fit() returns
+            callback(done, model.log_marginal_likelihood())
     except KeyboardInterrupt:
         interrupted, message = True, f"{INTERRUPTED} in epoch {done}"
         warn_interrupted(name, f"in epoch {done}", stacklevel=4)

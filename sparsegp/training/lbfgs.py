@@ -218,6 +218,8 @@ def fit_lbfgsb(
             history.append(-best["f"])
             bar.update(1)
             bar.set_postfix(objective=f"{history[-1]:.6g}")
+            if callback is not None:  # the model at the accepted iterate, which it sees
+                flat.set(best["x"])
             interrupts.call(callback, len(history) - 1, history[-1])
             if stall is not None:
                 stalled["why"] = stall.check(history)

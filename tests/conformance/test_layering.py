@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                      "quadrature",
                      "runtime", "runtime.config", "runtime.allocator", "runtime.checkpointing",
                      "runtime.files", "runtime.shown_warnings", "runtime.tabular",
-                     "runtime.threads"}),
+                     "runtime.threads", "runtime.transforms"}),
     ("utilities", {"validation", "linalg", "parameters", "runtime.chunking"}),
     ("parts", {"kernels", "features", "likelihoods", "means"}),
     ("pairings", {"covariances", "structured", "conditionals", "partition"}),

@@ -218,16 +218,77 @@ def test_from_data_refuses_bad_input():
         sg.kernels.SpectralMixture.from_data(x, y, 2, oversample=0)
 
 
-def test_a_fit_from_the_spectrum_beats_the_default_start():
+def test_a_regression_models_default_start_is_the_spectrum_and_beats_the_spread_start():
     # the same model and optimiser from the two starts: measured log marginal likelihood 25.6
-    # from the spectrum (means 0.4999, 1.2993) against −186.7 from the default (means 2.74,
-    # 2.98: stuck in a local optimum that calls the signal noise)
+    # from the spectrum (means 0.4999, 1.2993) against −186.7 from the spread of the inputs
+    # (means 2.74, 2.98: stuck in a local optimum that calls the signal noise)
     x, y = _two_sinusoids()
-    found = {}
-    for name, kernel in (("spectrum", sg.kernels.SpectralMixture.from_data(x, y, 2)),
-                         ("default", sg.kernels.SpectralMixture(num_mixtures=2))):
-        model = sg.GPR(x, y, kernel=kernel)
+    spread = sg.kernels.SpectralMixture(num_mixtures=2)
+    spread.initialise_from_data(t(x), float(np.var(y)))  # given values: the model keeps them
+    default = sg.kernels.SpectralMixture(num_mixtures=2)
+    found, models = {}, {}
+    for name, kernel in (("spectrum", default), ("spread", spread)):
+        models[name] = model = sg.GPR(x, y, kernel=kernel)
+        if name == "spectrum":  # started on the peaks, to the periodogram's resolution 1/R
+            np.testing.assert_allclose(np.sort(model.kernel.means[:, 0]), [0.5, 1.3],
+                                       atol=1.0 / float(np.ptp(x)))
         model.fit()
         found[name] = model.log_marginal_likelihood()
-    assert found["spectrum"] > found["default"] + 100.0
+    assert found["spectrum"] > found["spread"] + 100.0
     assert found["spectrum"] > 20.0
+
+
+def test_the_default_start_in_a_sum_and_on_large_data():
+    """Inside a sum the spectral part starts from the targets too; on more rows than
+    `SPECTRUM_ROWS` the periodogram reads a seeded subset of that many (its cost is
+    quadratic in the rows)."""
+    from sparsegp.kernels import spectral_mixture
+
+    x, y = _two_sinusoids()
+    model = sg.GPR(x, y, kernel=sg.kernels.SpectralMixture(2) + sg.kernels.SquaredExponential())
+    np.testing.assert_allclose(np.sort(model.kernel.kernels[0].means[:, 0]), [0.5, 1.3],
+                               atol=1.0 / float(np.ptp(x)))
+    rows = []
+    original = spectral_mixture._spectrum_start
+
+    def counted(X, y, Q, oversample):
+        rows.append(X.shape[0])
+        return original(X, y, Q, oversample)
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.0, 20.0, (3 * spectral_mixture.SPECTRUM_ROWS, 1))
+    Y = np.sin(2 * np.pi * 0.5 * X[:, 0])
+    spectral_mixture._spectrum_start = counted
+    try:
+        big = sg.SGPR(X, Y, kernel=sg.kernels.SpectralMixture(1), inducing_points=20)
+    finally:
+        spectral_mixture._spectrum_start = original
+    assert rows == [spectral_mixture.SPECTRUM_ROWS]
+    assert abs(float(big.kernel.means[0, 0]) - 0.5) < 0.05
+
+
+def test_the_periodogram_is_the_lomb_scargle_formula():
+    """scipy's Lomb–Scargle against the formula written out (a dense evaluation)."""
+    from sparsegp.kernels.spectral_mixture import _periodogram
+
+    x, y = _two_sinusoids(60)
+    y = y - y.mean()
+    freqs = np.array([0.1, 0.5, 0.77, 1.3, 2.0])
+    want = []
+    for nu in freqs:
+        w = 2 * np.pi * nu
+        tau = np.arctan2(np.sin(2 * w * x[:, 0]).sum(), np.cos(2 * w * x[:, 0]).sum()) / (2 * w)
+        c, s_ = np.cos(w * (x[:, 0] - tau)), np.sin(w * (x[:, 0] - tau))
+        want.append(0.5 * ((c @ y) ** 2 / (c @ c) + (s_ @ y) ** 2 / (s_ @ s_)))
+    np.testing.assert_allclose(_periodogram(x[:, 0], y, freqs), want, rtol=1e-10)
+
+
+def test_a_model_with_a_spectral_mixture_prints():
+    x, y = _two_sinusoids(40)
+    model = sg.SGPR(x, y, kernel=sg.kernels.SpectralMixture(2), inducing_points=10)
+    text = str(model)
+    assert "kernel.means" in text and "kernel.scales" in text
+    k = sg.kernels.SpectralMixture(weights=[1.0, 0.5], means=[[0.5, 1.0], [2.0, 3.0]],
+                                   scales=[[0.1, 0.2], [0.3, 0.4]])
+    assert repr(k) == ("SpectralMixture(weights=[1, 0.5], means=[[0.5, 1], [2, 3]], "
+                       "scales=[[0.1, 0.2], [0.3, 0.4]])")

@@ -8,6 +8,7 @@ fitting a stream; persistence; errors."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -390,3 +391,22 @@ def test_diagnostics_judge_the_inducing_inputs_against_the_new_batch_and_the_old
     alone = inducing_placement(new.feature, new.kernel, new.X, 0.05, 3.0)
     assert alone.far == [0]  # by the new batch alone, 0.2 would be "far from the data"
     assert rep.far_inducing == []
+
+
+def test_a_streamed_state_loads_into_a_fresh_model_whose_summary_has_another_rank():
+    """The summary's rank depends on the data (an unfitted base's summary has rank 0): the
+    state of a fitted stream loads into a fresh one built the same way, and predicts as it."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(60, 2, generator=g, dtype=torch.float64)
+    labels = (X.sum(1) > 1).to(torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = sg.SGPC(X[:30], labels[:30], inducing_points=6)
+        base.fit(maxiter=2, progress=False)
+        fitted = base.update(X[30:], labels[30:], maxiter=2)
+        fresh = sg.SGPC(X[:30], labels[:30], inducing_points=6).update(X[30:], labels[30:],
+                                                                        fit=False)
+    assert fresh.summary_T.shape != fitted.summary_T.shape
+    fresh.load_state_dict(fitted.state_dict())
+    assert fresh.spec.streaming.rank == fitted.spec.streaming.rank
+    torch.testing.assert_close(fresh.predict_f(X)[0], fitted.predict_f(X)[0], rtol=0, atol=0)

@@ -135,8 +135,30 @@ def test_a_failure_to_write_names_the_reason():
                         (OSError(errno.EROFS, "x"), "read-only file system"),
                         (RuntimeError("[enforce fail] PermissionError: [Errno 13] Permission "
                                       "denied"), "permission denied"),
-                        (OSError(errno.EIO, "x"), "OSError")]:
+                        (OSError(errno.EIO, "x"), "OSError: [Errno 5] x"),
+                        (RuntimeError("[enforce fail] unexpected pos 64 vs 32\nmore"),
+                         "RuntimeError: [enforce fail] unexpected pos 64 vs 32")]:
         assert files.reason(err) == reason
+
+
+def test_a_writer_that_fails_on_a_full_disk_without_saying_so_is_read_as_a_full_disk(
+        tmp_path, monkeypatch):
+    """torch's writer says only "file write failed" (a RuntimeError, no errno): where the
+    folder has less than `FREE_FLOOR` bytes free, the message says why."""
+    err = RuntimeError("[enforce fail at inline_container.cc:664] . PytorchStreamWriter "
+                       "failed writing file data/0: file write failed")
+    assert files.reason(err, tmp_path).startswith("RuntimeError: [enforce fail")
+    free = files.shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(files.shutil, "disk_usage",
+                        lambda _: free._replace(free=files.FREE_FLOOR - 1))
+    assert files.reason(err, tmp_path) == "no space left on the device"
+
+    def fail(f):
+        raise err
+
+    with pytest.raises(OSError, match=r"cannot write the model file .*no space left on the "
+                                      r"device"):
+        files.write_atomically(tmp_path / "m.pt", fail, what="model file")
 
 
 def test_a_missing_folder_or_a_folder_in_the_way_is_named(tmp_path):

@@ -49,3 +49,29 @@ def test_elsewhere_it_changes_nothing(monkeypatch):
     from sparsegp.runtime import allocator
     monkeypatch.setattr(allocator.sys, "platform", "darwin")
     assert allocator.keep_freed_memory() is False
+
+
+def test_absurd_joint_predictions_and_inducing_sets_are_refused_before_allocating(monkeypatch):
+    """A joint covariance over N* points, and M inducing variables, whose N*×N* or M×M
+    matrices exceed the device's memory are a MemoryRequestError naming what asked and what
+    to do — not torch's allocator error after the work before it. (The device's memory is
+    set to 64 MB here, so the test allocates nothing large.)"""
+    import numpy as np
+
+    import sparsegp as sg
+    from sparsegp.runtime import allocator
+    from sparsegp.runtime.allocator import MemoryRequestError
+
+    monkeypatch.setattr(allocator, "device_memory", lambda device=None: 64 * 2**20)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 1))
+    model = sg.SGPR(X, np.sin(6 * X[:, 0]), inducing_points=10)
+    Xs = rng.uniform(size=(3_000, 1))  # two 3000×3000 float64 matrices: 144 MB
+    with pytest.raises(MemoryRequestError, match=r"a joint predictive covariance over 3000 "
+                                                 r"points .* full_cov=False"):
+        model.predict_f(Xs, full_cov=True)
+    with pytest.raises(MemoryRequestError, match="joint predictive covariance"):
+        model.predict_f_samples(Xs, 2)
+    assert model.predict_f(Xs)[1].shape == (3_000,)  # the marginals are fine
+    with pytest.raises(MemoryRequestError, match=r"2000 inducing variables .* use fewer"):
+        sg.SVGP(X, X[:, 0], inducing_points=rng.uniform(size=(2_000, 1)))

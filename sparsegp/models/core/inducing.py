@@ -20,10 +20,13 @@ from ...features.stacked import Stacked
 from ...kernels.base import Kernel, Sum
 from ...kernels.convolutional import Convolutional
 from ...kernels.separate import separate_parts
+from ...runtime.allocator import check_request
 from ...validation import ArrayLike, as_inputs, check_columns
 from .data import Placement
 
 DEFAULT_NUM_INDUCING = 100
+#: M×M matrices a model with M inducing variables holds at once (Kuu, its factor, A, L_B).
+INDUCING_MATRICES = 4
 
 
 def resolve_feature(inducing_points: InducingLike, kernel: Kernel, X: Tensor, x_shift: Tensor,
@@ -77,6 +80,10 @@ def resolve_feature(inducing_points: InducingLike, kernel: Kernel, X: Tensor, x_
         Z = as_inputs(cast(ArrayLike, inducing_points), "inducing_points",
                       num_features=X.shape[1], device=X.device).to(X.dtype)
         feature = InducingPoints((Z - x_shift) / x_scale)
+    M = int(getattr(feature, "num_inducing", 0))
+    check_request(INDUCING_MATRICES * M * M * X.element_size(),
+                  f"{M} inducing variables ({INDUCING_MATRICES} {M}×{M} matrices: Kuu, its "
+                  "factor and the posterior's)", "use fewer inducing points", X.device)
     cov.check_pair(feature, kernel)
     return feature
 

@@ -44,8 +44,16 @@ from ...means import Mean, Zero, as_mean
 from ...parameters import Parameterised, Prior
 from ...posteriors import Posterior
 from ...registry import Registry
+from ...runtime.transforms import outside_transforms
 from ...training import FitResult
-from ...validation import ArrayLike, ScaleWarning, check_columns, check_feature_names, input_scale_problems
+from ...validation import (
+    ArrayLike,
+    ScaleWarning,
+    check_columns,
+    check_feature_names,
+    check_not_meta,
+    input_scale_problems,
+)
 from . import dtypes, fitting, pathwise, predictions
 from .data import (
     Data,
@@ -481,15 +489,18 @@ class Model(Parameterised, Generic[O], metaclass=ABCMeta):
     def posterior(self) -> Posterior:
         """The frozen posterior at the current state, cached under the whole state (every
         parameter's and buffer's values: `state.StateKey`), so any change builds it anew."""
-        key = state_key(self)
-        if self._cache is not None and self._cache[1] == key:
-            return self._cache[0]
-        if self.posterior_needs_data:
-            self._require_data()
-        with torch.no_grad():
-            post = self._build_posterior()
-        self._cache = (post, key)
-        return post
+        # outside any torch.func transform around the call: the key's snapshots of the
+        # values and the posterior are plain tensors, valid after the transform returns
+        with outside_transforms(self):
+            key = state_key(self)
+            if self._cache is not None and self._cache[1] == key:
+                return self._cache[0]
+            if self.posterior_needs_data:
+                self._require_data()
+            with torch.no_grad():
+                post = self._build_posterior()
+            self._cache = (post, key)
+            return post
 
     def _holds_its_posterior(self) -> bool:
         """Whether the cached posterior is that of the current state (a model of fantasies
@@ -700,6 +711,7 @@ class Model(Parameterised, Generic[O], metaclass=ABCMeta):
         if dtype is not None:
             self.spec = self.spec.but(dtype=dtypes.dtype_name(dtypes.checked(dtype, self)))
         if device is not None:
+            check_not_meta(device)
             super().to(device, non_blocking=non_blocking)
         return self
 

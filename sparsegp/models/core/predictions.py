@@ -37,8 +37,10 @@ from ...conditionals import mix_outputs
 from ...likelihoods.base import Likelihood
 from ...linalg import jittered_cholesky
 from ...posteriors import CoregionalPosterior, Posterior, tracking
+from ...runtime.allocator import check_request
 from ...runtime.config import PARAMETER_DTYPE
-from ...validation import ArrayLike, as_inputs
+from ...runtime.transforms import under_transform
+from ...validation import ArrayLike, as_inputs, check_input_shape
 from .noise import Noise
 from .units import Units
 
@@ -46,6 +48,9 @@ from .units import Units
 #: (sampling, `MultivariateNormal`): posterior covariances at nearby or repeated test points
 #: are singular in exact arithmetic.
 SAMPLE_JITTER = 1e-10
+
+#: N*×N* matrices a joint prediction holds at once (K**, the product it subtracts).
+JOINT_MATRICES = 2
 
 #: What a prediction returns: numpy arrays for numpy-like inputs, tensors for a tensor.
 Result: TypeAlias = np.ndarray | Tensor
@@ -93,7 +98,10 @@ def prediction_inputs(Xnew: ArrayLike, name: str, num_features: int, dtype: torc
     if not isinstance(Xnew, Tensor):
         return as_inputs(Xnew, name, num_features=num_features, dtype=dtype,
                          device=device).to(PARAMETER_DTYPE)
-    as_inputs(Xnew.detach(), name, num_features=num_features, device=device)  # checks only
+    if under_transform(Xnew):  # torch.func: the shape checked, the values cannot be read
+        check_input_shape(Xnew, name, num_features)
+    else:
+        as_inputs(Xnew.detach(), name, num_features=num_features, device=device)  # checks only
     X = Xnew if Xnew.is_floating_point() else Xnew.to(PARAMETER_DTYPE)
     return X.to(dtype).to(PARAMETER_DTYPE)
 
@@ -156,6 +164,12 @@ def functions(model: Predictive, call: Call, full_cov: bool = False,
         raise ValueError("full_cov (over the points) and full_output_cov (over the outputs "
                          "at each point) cannot both be asked for")
     post = call.posterior
+    if full_cov:  # refused before the allocator's raw error, after the work before it
+        n = call.X.shape[0]
+        check_request(JOINT_MATRICES * n * n * call.X.element_size(),
+                      f"a joint predictive covariance over {n} points ({JOINT_MATRICES} "
+                      f"{n}×{n} matrices)", "predict with full_cov=False (marginal variances),"
+                      " or jointly over fewer points at a time", call.X.device)
     if full_output_cov and isinstance(post, CoregionalPosterior):  # it couples its outputs
         return post.predict_output_cov(call.X)
     mean, var = latent(post, call.X, full_cov)

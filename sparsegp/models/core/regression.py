@@ -146,7 +146,11 @@ class Regression(Model[R]):
         assert self.X is not None and self.y is not None
         self.mean.initialise_from_data(self.X, self.y)
         sv = self._target_signal_variance()
-        self.kernel.initialise_from_data(self.X, sv)
+        if self.y.dim() == 1:  # one output: its residuals (a spectral mixture's periodogram)
+            residual = self.y - self.mean(self.X).detach()
+            self.kernel.initialise_from_targets(self.X, residual, sv)
+        else:
+            self.kernel.initialise_from_data(self.X, sv)
         shape = self.value("noise_variance").shape
         value = (torch.full(shape, NOISE_FRACTION * sv, dtype=PARAMETER_DTYPE)
                  if options.noise_variance is None

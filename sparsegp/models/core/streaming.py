@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, NamedTuple, Protocol, cast
 
@@ -200,6 +201,29 @@ def summary_buffers(stream: StreamSpec, input_dim: int) -> dict[str, Tensor]:
 def summary_state(summary: Summary) -> dict[str, Tensor]:
     """The summary's values, by buffer name."""
     return {"summary_" + name: getattr(summary, name).detach() for name in SUMMARY}
+
+
+def take_summary_shapes(model: Any, state_dict: Mapping[str, object], prefix: str) -> None:
+    """Before a state is loaded into a streamed model: a summary's sizes depend on the data
+    (its rank, and the old inducing inputs), so where the state's summary is of other sizes
+    than the model's, the model's summary buffers and its spec take them (the state of any
+    model of this kind then loads into a fresh one). A state of inconsistent sizes is left to
+    `load_state_dict`, which names the mismatch."""
+    saved = [state_dict.get(prefix + "summary_" + name) for name in SUMMARY]
+    if not all(isinstance(t, Tensor) for t in saved):
+        return
+    Z, T, h, offset = cast("list[Tensor]", saved)
+    if (Z.dim() != 2 or T.dim() != 2 or T.shape[0] != Z.shape[0] or h.shape != T.shape[1:]
+            or offset.dim() != 0 or Z.shape[1] != model.summary_Z.shape[1]
+            or (Z.shape == model.summary_Z.shape and T.shape == model.summary_T.shape)):
+        return
+    for name, value in zip(SUMMARY, (Z, T, h, offset)):
+        held = getattr(model, "summary_" + name)
+        model.register_buffer("summary_" + name,
+                              torch.zeros(value.shape, dtype=held.dtype, device=held.device))
+    stream = model.spec.streaming
+    model.spec = model.spec.but(streaming=StreamSpec(stream.seen, stream.updates,
+                                                     int(Z.shape[0]), int(T.shape[1])))
 
 
 def held_summary(model: Model) -> Summary:

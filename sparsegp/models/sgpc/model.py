@@ -366,7 +366,7 @@ class SGPC(Model[SGPCOptions]):
     _FULL = frozenset({"maxiter", "tol", "callback", "inner_maxiter", "max_sweeps",
                        "schedule"})
     _STOCHASTIC = frozenset({"batch_size", "epochs", "lr", "sweeps_per_batch", "seed",
-                             "refresh_every", "schedule"})
+                             "refresh_every", "schedule", "callback"})
 
     def training_plan(self, options: FitOptions) -> TrainingPlan:
         """Alternate site updates and hyperparameter steps; see the class docstring.
@@ -409,7 +409,7 @@ class SGPC(Model[SGPCOptions]):
             return schedules.fit_stochastic(
                 self, default(o.batch_size, 256), default(o.epochs, 50),
                 default(o.lr, DEFAULT_LR), default(o.sweeps_per_batch, 2), default(o.seed, 0),
-                o.progress, o.refresh_every)
+                o.progress, o.refresh_every, o.callback)
         return guard.interrupted_result()
 
     # -- persistence ----------------------------------------------------------------------

@@ -15,7 +15,7 @@ x_scale) and label convention.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -81,6 +81,11 @@ class StreamingSGPC(SGPC, streams=SGPC):
         assert isinstance(spec, StreamingSGPCSpec)
         for name, value in streaming.summary_buffers(spec.streaming, spec.input_dim).items():
             self.register_buffer(name, value)
+
+    def _load_from_state_dict(self, state_dict: Mapping[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        streaming.take_summary_shapes(self, state_dict, prefix)  # a summary of other sizes
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @classmethod
     def from_update(cls, model: SGPC, X_new: ArrayLike, y_new: ArrayLike,

@@ -12,6 +12,7 @@ moments: the summary is in those internal units.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -88,6 +89,11 @@ class StreamingSGPR(SGPR, streams=SGPR):
         assert isinstance(spec, StreamingSGPRSpec)
         for name, value in streaming.summary_buffers(spec.streaming, spec.input_dim).items():
             self.register_buffer(name, value)
+
+    def _load_from_state_dict(self, state_dict: Mapping[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
+        streaming.take_summary_shapes(self, state_dict, prefix)  # a summary of other sizes
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @classmethod
     def from_update(cls, model: SGPR, X_new: ArrayLike, y_new: ArrayLike,

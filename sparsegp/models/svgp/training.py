@@ -40,10 +40,13 @@ def fit_collapsed(m: Any, options: FitOptions) -> FitResult:
         start = time.perf_counter()
         # q(u) frozen (in part): the ELBO at that q(u), not the bound at the optimal one
         q_free = m.q_mu.requires_grad and m.q_sqrt.requires_grad
+        callback = options.callback
+        if q_free and callable(callback):
+            callback = at_optimal_q(m, callback)
         with threads_for(m.evaluation_work()):
             res = fit_lbfgsb(CollapsedBound(m) if q_free else m,
                              maxiter=default(options.maxiter, MAXITER), tol=options.tol,
-                             progress=options.progress, callback=options.callback,
+                             progress=options.progress, callback=callback,
                              stall=stall_rule(m.num_data, options),
                              settle=settle_rule(options),
                              probe=collapsed_probe(m) if q_free else None)
@@ -57,6 +60,20 @@ def fit_collapsed(m: Any, options: FitOptions) -> FitResult:
                                   res.evaluations, m.num_inducing))
         return res
     return guard.interrupted_result()
+
+
+def at_optimal_q(m: Any, callback: Callable[[int, float], None]
+                 ) -> Callable[[int, float], None]:
+    """`callback` seeing the model being fitted on the collapsed bound: q(u) set to its
+    optimum at the current hyperparameters before each call (one natural-gradient step of
+    size 1: one more pass over the data per iteration, taken only when there is a callback),
+    so that its predictions and `-training_loss()` are those of the objective passed."""
+
+    def seeing(iteration: int, objective: float) -> None:
+        m.natural_gradient_step(1.0)
+        callback(iteration, objective)
+
+    return seeing
 
 
 def fit_by_minibatches(m: Any, options: FitOptions) -> FitResult:
