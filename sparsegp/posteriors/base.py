@@ -50,11 +50,11 @@ def frozen_copy(module: ModuleT) -> ModuleT:
         return module
     twin = copy.deepcopy(module)
     # new frozen parameters rather than `requires_grad_(False)`, which torch.func transforms
-    # refuse (a posterior is built inside one when a transformed prediction is the first)
+    # refuse (should a posterior be built inside one: `runtime.transforms`)
     for sub in twin.modules():
-        for name, p in list(sub._parameters.items()):
-            if p is not None and p.requires_grad:
-                sub._parameters[name] = nn.Parameter(p.detach(), requires_grad=False)
+        for name, p in list(sub.named_parameters(recurse=False)):
+            if p.requires_grad:
+                sub.register_parameter(name, nn.Parameter(p.detach(), requires_grad=False))
     return twin
 
 
