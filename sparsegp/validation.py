@@ -264,16 +264,6 @@ def check_finite(t: Tensor, name: str) -> Tensor:
     return t
 
 
-def check_input_shape(X: Tensor, name: str, num_features: int | None) -> None:
-    """`as_inputs`'s checks of X's shape alone (for a tensor whose values cannot be read)."""
-    if X.dim() != 2:
-        raise ValueError(f"{name} must be 2-D [N, D]; got shape {tuple(X.shape)}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
-    if num_features is not None and X.shape[1] != num_features:
-        raise ValueError(f"{name} has {X.shape[1]} columns but the model expects {num_features}")
-
-
 def as_inputs(
     X: ArrayLike, name: str = "X", *, num_features: int | None = None,
     dtype: torch.dtype | None = None, device: torch.device | None = None,

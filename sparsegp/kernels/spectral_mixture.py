@@ -167,8 +167,6 @@ class SpectralMixture(Kernel):
         if {"means", "scales"} <= self._unset:
             Xa = X.detach().double().cpu().numpy()
             ya = y.detach().double().cpu().numpy().reshape(-1)
-            keep = np.isfinite(ya) & np.isfinite(Xa).all(1)
-            Xa, ya = Xa[keep], ya[keep]
             if ya.shape[0] > SPECTRUM_ROWS:
                 rows = np.random.default_rng(0).choice(ya.shape[0], SPECTRUM_ROWS, replace=False)
                 Xa, ya = Xa[rows], ya[rows]

@@ -18,8 +18,7 @@ from ..diagnostics.report import (
 )
 from ..kernels.base import Kernel
 from ..means import MeanLike
-from ..objectives.exact import exact_objective
-from ..posteriors import ExactPosterior, exact_posterior, restore_exact
+from ..posteriors import ExactPosterior, restore_exact
 from ..runtime.allocator import check_request
 from ..validation import ArrayLike
 from .core.conditioning import condition_on_observations
@@ -85,19 +84,11 @@ class GPR(Regression[RegressionOptions]):
         assert self.X is not None
         check_exact_memory(self.num_data, self.X.element_size(), self.device)
 
-    def _residual(self) -> Tensor:
-        assert self.X is not None and self.y is not None
-        return self.y - self.mean(self.X)
-
     def _objective(self) -> Tensor:
-        assert self.X is not None
-        return exact_objective(self.kernel, self.X, self._residual(), self.noise_rows(),
-                               self.jitter)
+        return self._exact_objective(self.jitter)
 
     def _build_posterior(self) -> ExactPosterior:
-        assert self.X is not None
-        return exact_posterior(self.kernel, self.X, self._residual(), self.noise_rows(),
-                               self.jitter, self.prior_mean())
+        return self._exact_posterior(self.jitter)
 
     def _restore_posterior(self, saved: dict[str, Any]) -> ExactPosterior:
         return restore_exact(self.kernel, saved, self.prior_mean())

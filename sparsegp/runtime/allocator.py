@@ -71,10 +71,22 @@ CGROUP_LIMITS = (Path("/sys/fs/cgroup/memory.max"),
                  Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 
+#: `device_memory` by device: a device's total does not change while the process runs, and
+#: the checks that read it sit on hot paths (every joint prediction, every chunk).
+_TOTALS: dict[str, int | None] = {}
+
+
 def device_memory(device: torch.device | str | None = None) -> int | None:
     """The bytes of memory a request on `device` can at most get: a CUDA device's total memory;
     on the CPU the machine's RAM, or the container's limit where lower. None where the system
-    does not say (then nothing is refused)."""
+    does not say (then nothing is refused). Read once per device (files, a GPU query)."""
+    key = "cpu" if device is None or not str(device).startswith("cuda") else str(device)
+    if key not in _TOTALS:
+        _TOTALS[key] = _read_total(device)
+    return _TOTALS[key]
+
+
+def _read_total(device: torch.device | str | None) -> int | None:
     if device is not None and str(device).startswith("cuda"):
         import torch  # here only: the command line reads this module before torch is needed
 

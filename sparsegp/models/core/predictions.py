@@ -39,8 +39,7 @@ from ...linalg import jittered_cholesky
 from ...posteriors import CoregionalPosterior, Posterior, tracking
 from ...runtime.allocator import check_request
 from ...runtime.config import PARAMETER_DTYPE
-from ...runtime.transforms import under_transform
-from ...validation import ArrayLike, as_inputs, check_input_shape
+from ...validation import ArrayLike, as_inputs
 from .noise import Noise
 from .units import Units
 
@@ -98,10 +97,8 @@ def prediction_inputs(Xnew: ArrayLike, name: str, num_features: int, dtype: torc
     if not isinstance(Xnew, Tensor):
         return as_inputs(Xnew, name, num_features=num_features, dtype=dtype,
                          device=device).to(PARAMETER_DTYPE)
-    if under_transform(Xnew):  # torch.func: the shape checked, the values cannot be read
-        check_input_shape(Xnew, name, num_features)
-    else:
-        as_inputs(Xnew.detach(), name, num_features=num_features, device=device)  # checks only
+    # checks only (inside a torch.func transform the shape alone: `as_tensor`, `check_finite`)
+    as_inputs(Xnew.detach(), name, num_features=num_features, device=device)
     X = Xnew if Xnew.is_floating_point() else Xnew.to(PARAMETER_DTYPE)
     return X.to(dtype).to(PARAMETER_DTYPE)
 

@@ -25,7 +25,9 @@ from ...diagnostics.starts import data_based_values
 from ...distributed import POOLED_ROWS, summed_gradient
 from ...means import MeanLike, Zero, as_mean
 from ...objectives.collapsed.members import CollapsedProblem
+from ...objectives.exact import exact_objective
 from ...parameters import as_user_value
+from ...posteriors import ExactPosterior, exact_posterior
 from ...runtime.config import NOISE_FLOOR, PARAMETER_DTYPE
 from ...runtime.threads import threads_for
 from ...training import FitResult, fit_lbfgsb
@@ -147,8 +149,7 @@ class Regression(Model[R]):
         self.mean.initialise_from_data(self.X, self.y)
         sv = self._target_signal_variance()
         if self.y.dim() == 1:  # one output: its residuals (a spectral mixture's periodogram)
-            residual = self.y - self.mean(self.X).detach()
-            self.kernel.initialise_from_targets(self.X, residual, sv)
+            self.kernel.initialise_from_targets(self.X, self._residual().detach(), sv)
         else:
             self.kernel.initialise_from_data(self.X, sv)
         shape = self.value("noise_variance").shape
@@ -158,13 +159,31 @@ class Regression(Model[R]):
         self.set_value("noise_variance", torch.as_tensor(value, dtype=PARAMETER_DTYPE)
                        .expand(shape).clone())
 
+    # -- the exact GP of the data (GPR; an SGPR in its exact limit) ---------------------------
+    def _residual(self) -> Tensor:
+        """y − m(X), internal units, differentiable in the mean's parameters."""
+        assert self.X is not None and self.y is not None
+        return self.y - self.mean(self.X)
+
+    def _exact_objective(self, jitter: float) -> Tensor:
+        """log N(y − m(X) | 0, K + σ²I) (`objectives.exact.exact_objective`)."""
+        assert self.X is not None
+        return exact_objective(self.kernel, self.X, self._residual(), self.noise_rows(),
+                               jitter)
+
+    def _exact_posterior(self, jitter: float) -> ExactPosterior:
+        """The exact GP's posterior of the data (`posteriors.exact_posterior`)."""
+        assert self.X is not None
+        return exact_posterior(self.kernel, self.X, self._residual(), self.noise_rows(),
+                               jitter, self.prior_mean())
+
     def _target_signal_variance(self) -> float:
         """The kernel's starting variance: var(y − m(X)) of one output, the observed values'
         variance of several (NaN: missing)."""
         assert self.X is not None and self.y is not None
         with torch.no_grad():
             return signal_variance(self.y[~torch.isnan(self.y)] if self.y.dim() == 2
-                                   else self.y - self.mean(self.X))
+                                   else self._residual())
 
     # -- the noise ------------------------------------------------------------------------
     def _internal_noise(self, value: object) -> Tensor:

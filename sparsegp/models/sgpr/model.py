@@ -37,7 +37,6 @@ from ...objectives.collapsed.members import (
     posterior_q,
     titsias_upper_bound,
 )
-from ...objectives.exact import exact_objective
 from ...objectives.online.regression import Summary
 from ...posteriors import (
     CoregionalPosterior,
@@ -46,7 +45,6 @@ from ...posteriors import (
     Posterior,
     SeparatePosterior,
     SparsePosterior,
-    exact_posterior,
     restore_exact,
 )
 from ...runtime.chunking import check_chunk_size
@@ -350,10 +348,8 @@ class SGPR(Regression[SGPROptions]):
                                 self.prior_mean(), sharded=self.placement.sharded)
 
     def _objective(self) -> Tensor:
-        if self.is_exact:
-            assert self.X is not None and self.y is not None
-            return exact_objective(self.kernel, self.X, self.y - self.mean(self.X),
-                                   self.noise_rows())
+        if self.is_exact:  # no jitter: the factor is of K + σ²I, not of Kuu
+            return self._exact_objective(0.0)
         if self.mixing_matrix is not None:
             return lmc_objective(self.collapsed_problem(), self.mixing_matrix)
         return collapsed_objective(self.collapsed_problem())
@@ -371,9 +367,7 @@ class SGPR(Regression[SGPROptions]):
 
     def _build_posterior(self) -> Posterior:
         if self.is_exact:
-            assert self.X is not None and self.y is not None
-            return exact_posterior(self.kernel, self.X, self.y - self.mean(self.X),
-                                   self.noise_rows(), 0.0, self.prior_mean())
+            return self._exact_posterior(0.0)
         return self._sparse_posterior()
 
     def _sparse_posterior(self) -> Posterior:
